@@ -1,0 +1,93 @@
+/* The device backend contract: where batch memory lives and how a filled
+ * batch reaches it. Two implementations: backend_cpu.c (host memory, the
+ * workers write the consumer's memory directly) and backend_cuda.c
+ * (workers write page-locked staging buffers that are copied
+ * asynchronously into device memory). The loader knows nothing of CUDA.
+ *
+ * Life of one batch buffer (pl_bufmem), as the loader drives it:
+ *
+ *   buf_alloc                       once, when the pool grows
+ *   loop:
+ *     fill_begin   worker thread    m->host = memory to write the batch into
+ *     (worker writes the fields at m->host + layout offsets)
+ *     fill_end     worker thread    make the bytes reach m->data (async copy
+ *                                   + event for CUDA; nothing for CPU). On a
+ *                                   failed batch fill_abort is called instead.
+ *     deliver      consumer thread  the batch is handed out (sync mode waits
+ *                                   for the copy here)
+ *     wait_stream / wait_host       consumer, any number of times
+ *     release      any thread       consumer gives the batch back, naming
+ *                                   the stream that last used it
+ *   buf_free                        when the pool is freed
+ *
+ * fill_begin of a buffer is never called before its previous release; the
+ * backend must make sure a new copy into m->data does not start before the
+ * work on the released stream is done (an event the copy stream waits on,
+ * not a host wait). All calls on distinct buffers may run concurrently;
+ * calls on one buffer are ordered by the loader. */
+#ifndef PL_BACKEND_H
+#define PL_BACKEND_H
+
+#include "common.h"
+
+typedef struct pl_backend pl_backend;
+
+typedef struct pl_bufmem {
+  void *data; /* consumer-visible batch memory, `bytes` long */
+  void *host; /* set by fill_begin: where the worker writes */
+  uint64_t bytes;
+  void *priv; /* backend's per-buffer state */
+} pl_bufmem;
+
+typedef struct pl_backend_config {
+  int device_index;
+  int pin_memory;
+  int non_blocking;
+  uint64_t pinned_budget;  /* 0: staging_buffers * batch_bytes */
+  uint64_t batch_bytes;    /* bytes of one batch buffer (all fields) */
+  int staging_buffers;     /* staging buffers the workers need at once */
+  const pl_logger *log;    /* outlives the backend */
+} pl_backend_config;
+
+typedef struct pl_backend_vt {
+  const char *name; /* "cpu", "cuda" */
+  void (*destroy)(pl_backend *be);
+  pl_status (*buf_alloc)(pl_backend *be, pl_bufmem *m, pl_error *err);
+  void (*buf_free)(pl_backend *be, pl_bufmem *m);
+  pl_status (*fill_begin)(pl_backend *be, pl_bufmem *m, pl_error *err);
+  /* `used` bytes from the start of m->host hold the batch. */
+  pl_status (*fill_end)(pl_backend *be, pl_bufmem *m, uint64_t used,
+                        pl_error *err);
+  void (*fill_abort)(pl_backend *be, pl_bufmem *m);
+  pl_status (*deliver)(pl_backend *be, pl_bufmem *m, pl_error *err);
+  pl_status (*wait_stream)(pl_backend *be, pl_bufmem *m, void *stream,
+                           pl_error *err);
+  pl_status (*wait_host)(pl_backend *be, pl_bufmem *m, pl_error *err);
+  void (*release)(pl_backend *be, pl_bufmem *m, void *stream);
+  /* Host copy of [offset, offset + n) of m->data, after the batch's copy. */
+  pl_status (*read_back)(pl_backend *be, pl_bufmem *m, uint64_t offset,
+                         void *dst, uint64_t n, pl_error *err);
+  /* Adds the backend's counters (copies, pinned bytes, fallbacks, copy
+   * time) into out. Thread-safe. */
+  void (*stats)(pl_backend *be, pl_loader_stats *out);
+} pl_backend_vt;
+
+struct pl_backend {
+  const pl_backend_vt *vt;
+  pl_device_kind kind;
+  int device_index;
+  char name[96]; /* "cpu", "cuda:0 NVIDIA H200" */
+};
+
+pl_status pl_backend_cpu_create(const pl_backend_config *cfg,
+                                pl_backend **out, pl_error *err);
+
+/* PL_UNSUPPORTED when built without CUDA; PL_NO_DEVICE when no driver or no
+ * such device. The CUDA backend lives in backend_cuda.c; a build without
+ * CUDA compiles backend_cuda_none.c instead. */
+pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
+                                 pl_backend **out, pl_error *err);
+int pl_backend_cuda_built(void);
+int pl_backend_cuda_device_count(void);
+
+#endif /* PL_BACKEND_H */

@@ -1,0 +1,58 @@
+/* The dataset contract every source implements.
+ *
+ * A source fills a pl_dataset (fields, length) and supplies `read`, which
+ * writes one sample's fields into caller buffers, and optionally `view`,
+ * which returns a pointer to a field's bytes inside memory the source
+ * already holds (a mapped or decompressed file), so that wrappers such as
+ * the float32 conversion read without an intermediate copy.
+ *
+ * Datasets are immutable after creation; read and view are called
+ * concurrently from worker threads. */
+#ifndef PL_DATASET_H
+#define PL_DATASET_H
+
+#include "common.h"
+
+#include <stdatomic.h>
+
+typedef struct pl_dataset_vt {
+  const char *kind; /* "callback", "idx", "cifar10", "records", ... */
+  /* index < length is guaranteed by the caller. On failure the message
+   * names the cause; the caller adds the sample index. */
+  pl_status (*read)(const pl_dataset *ds, uint64_t index, void *const *dst,
+                    pl_error *err);
+  /* May be NULL; may return NULL for a field it cannot view. */
+  const void *(*view)(const pl_dataset *ds, uint64_t index, int field);
+  /* Frees impl (not the pl_dataset itself). */
+  void (*destroy_impl)(void *impl);
+} pl_dataset_vt;
+
+struct pl_dataset {
+  const pl_dataset_vt *vt;
+  void *impl;
+  atomic_int refs;
+  uint64_t length;
+  int nfields;
+  pl_field *fields;
+  uint64_t *field_bytes; /* pl_field_bytes of each field */
+  uint64_t sample_bytes;
+};
+
+/* Allocates a dataset with refs = 1, copies and validates `fields` (names
+ * unique and non-empty, dtypes valid, dims positive, sizes without
+ * overflow). On failure, impl is NOT freed: the caller still owns it. */
+pl_status pl_dataset_new(const pl_dataset_vt *vt, void *impl, uint64_t length,
+                         const pl_field *fields, int nfields,
+                         pl_dataset **out, pl_error *err);
+
+pl_dataset *pl_dataset_retain(pl_dataset *ds);
+/* pl_dataset_destroy is the release. */
+
+/* Reads sample `index`, and on failure prefixes "sample N: ". */
+pl_status pl_dataset_read_sample(const pl_dataset *ds, uint64_t index,
+                                 void *const *dst, pl_error *err);
+
+/* Index of the field called `name`, or -1. */
+int pl_dataset_field_index(const pl_dataset *ds, const char *name);
+
+#endif /* PL_DATASET_H */

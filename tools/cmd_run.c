@@ -1,0 +1,313 @@
+/* `pinloader run`: load epochs of a data set and report throughput. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FASHION_DIR "/usr/share/datasets/fashion-mnist/"
+#define DEFAULT_DATASET                                                       \
+  "idx:" FASHION_DIR "train-images-idx3-ubyte.gz," FASHION_DIR               \
+  "train-labels-idx1-ubyte.gz"
+
+typedef struct run_opts {
+  const char *dataset;
+  pl_loader_config cfg;
+  uint64_t epochs;
+  uint64_t max_batches; /* 0: no limit */
+  const char *order_out, *save_state, *resume;
+  int checksum, quiet, env_ranks;
+} run_opts;
+
+typedef struct run_totals {
+  uint64_t samples, bytes, batches;
+  uint64_t fnv;
+  FILE *order;
+  uint8_t *scratch; /* host copy of a device batch, for --checksum */
+  uint64_t scratch_len;
+} run_totals;
+
+static void run_usage(FILE *f) {
+  fprintf(f,
+      "usage: pinloader run [options]\n"
+      "  --dataset SPEC      idx:IMAGES,LABELS or cifar10:FILE[,FILE...]\n"
+      "                      (default: Fashion-MNIST train from " FASHION_DIR ")\n"
+      "  --batch-size N      samples per batch (default 64)\n"
+      "  --workers N         worker threads; 0 loads in this thread (default 2)\n"
+      "  --prefetch N        batches in flight (default 2 per worker)\n"
+      "  --shuffle           shuffle each epoch by (seed, epoch)\n"
+      "  --seed S            shuffle seed (default 0)\n"
+      "  --epochs E          epochs to load (default 1)\n"
+      "  --drop-last         drop the short last batch\n"
+      "  --device D          cpu, cuda or cuda:N (default: cuda if present)\n"
+      "  --no-pin            pageable staging memory (CUDA)\n"
+      "  --sync              wait for each copy before handing out a batch\n"
+      "  --rank R --world-size W   this process's shard (default: from\n"
+      "                      RANK / WORLD_SIZE / LOCAL_RANK when set)\n"
+      "  --max-batches N     stop after N batches\n"
+      "  --save-state FILE   write the loader's position when done\n"
+      "  --resume FILE       start from a saved position\n"
+      "  --timeout SEC       fail a sample that loads longer than this\n"
+      "  --order-out FILE    write delivered dataset indices, one per line\n"
+      "  --checksum          print the FNV-1a checksum of delivered bytes\n"
+      "  --quiet             no progress bar\n");
+}
+
+/* One flag. Returns 0, or 2 with a message for a bad flag. */
+static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  pl_loader_config *c = &o->cfg;
+  int need = 1, bad = 0, n;
+  uint64_t u;
+  if (!strcmp(a, "--shuffle")) c->shuffle = 1, need = 0;
+  else if (!strcmp(a, "--drop-last")) c->drop_last = 1, need = 0;
+  else if (!strcmp(a, "--checksum")) o->checksum = 1, need = 0;
+  else if (!strcmp(a, "--no-pin")) c->pin_memory = 0, need = 0;
+  else if (!strcmp(a, "--sync")) c->non_blocking = 0, need = 0;
+  else if (!strcmp(a, "--quiet")) o->quiet = 1, need = 0;
+  else if (!v) bad = 1;
+  else if (!strcmp(a, "--dataset")) o->dataset = v;
+  else if (!strcmp(a, "--order-out")) o->order_out = v;
+  else if (!strcmp(a, "--save-state")) o->save_state = v;
+  else if (!strcmp(a, "--resume")) o->resume = v;
+  else if (!strcmp(a, "--batch-size"))
+    bad = cli_parse_u64(v, &u) || u == 0 || u > UINT32_MAX, c->batch_size = (uint32_t)u;
+  else if (!strcmp(a, "--workers"))
+    bad = cli_parse_int(v, 0, 1024, &c->num_workers);
+  else if (!strcmp(a, "--prefetch"))
+    bad = cli_parse_int(v, 1, 4096, &c->prefetch);
+  else if (!strcmp(a, "--seed")) bad = cli_parse_u64(v, &c->seed);
+  else if (!strcmp(a, "--epochs")) bad = cli_parse_u64(v, &o->epochs);
+  else if (!strcmp(a, "--max-batches")) bad = cli_parse_u64(v, &o->max_batches);
+  else if (!strcmp(a, "--timeout")) bad = cli_parse_double(v, &c->timeout_s) || c->timeout_s < 0;
+  else if (!strcmp(a, "--device"))
+    bad = cli_parse_device(v, &c->device, &c->device_index);
+  else if (!strcmp(a, "--rank"))
+    bad = cli_parse_int(v, 0, 1 << 30, &n), c->rank = (uint32_t)n, o->env_ranks = 0;
+  else if (!strcmp(a, "--world-size"))
+    bad = cli_parse_int(v, 1, 1 << 30, &n), c->world_size = (uint32_t)n, o->env_ranks = 0;
+  else {
+    fprintf(stderr, "pinloader run: unknown option '%s'\n", a);
+    return 2;
+  }
+  if (bad) {
+    fprintf(stderr, "pinloader run: %s needs a valid value%s%s\n", a,
+            v ? ", not " : "", v ? v : "");
+    return 2;
+  }
+  *i += need;
+  return 0;
+}
+
+static int parse_run(run_opts *o, int argc, char **argv) {
+  memset(o, 0, sizeof *o);
+  pl_loader_config_init(&o->cfg);
+  o->cfg.batch_size = 64;
+  o->cfg.num_workers = 2;
+  o->cfg.log = cli_log;
+  o->epochs = 1;
+  o->env_ranks = 1;
+  o->dataset = DEFAULT_DATASET;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      run_usage(stdout);
+      exit(0);
+    }
+    if (parse_flag(o, argc, argv, &i))
+      return 2;
+  }
+  return 0;
+}
+
+static int fail(const char *what, const pl_error *err) {
+  fprintf(stderr, "pinloader: error: %s: %s\n", what, err->message);
+  return 1;
+}
+
+/* Hashes the batch's samples in order, fields in declared order. */
+static int checksum_batch(pl_batch *b, int nfields, run_totals *t,
+                          pl_error *err) {
+  const uint8_t *base[64];
+  uint64_t fb[64], total = 0;
+  if (nfields > 64) {
+    snprintf(err->message, sizeof err->message, "--checksum: over 64 fields");
+    return 1;
+  }
+  for (int f = 0; f < nfields; f++)
+    total += pl_batch_bytes(b, f);
+  int on_device = pl_batch_device(b, NULL) == PL_DEVICE_CUDA;
+  if (on_device && t->scratch_len < total) {
+    free(t->scratch);
+    t->scratch = malloc(total);
+    t->scratch_len = t->scratch ? total : 0;
+    if (!t->scratch) {
+      snprintf(err->message, sizeof err->message, "out of memory");
+      return 1;
+    }
+  }
+  uint64_t off = 0;
+  for (int f = 0; f < nfields; f++) {
+    uint64_t n = pl_batch_bytes(b, f);
+    fb[f] = n / pl_batch_size(b);
+    if (on_device) { /* the bytes that reached device memory */
+      if (pl_batch_copy_to_host(b, f, 0, t->scratch + off, n, err) != PL_OK)
+        return 1;
+      base[f] = t->scratch + off;
+      off += n;
+    } else {
+      base[f] = pl_batch_data(b, f);
+    }
+  }
+  for (uint32_t i = 0; i < pl_batch_size(b); i++)
+    for (int f = 0; f < nfields; f++) {
+      const uint8_t *p = base[f] + i * fb[f];
+      for (uint64_t k = 0; k < fb[f]; k++) {
+        t->fnv ^= p[k];
+        t->fnv *= 0x100000001b3ull;
+      }
+    }
+  return 0;
+}
+
+static int write_state(const pl_loader *ld, const char *path) {
+  uint8_t buf[256];
+  size_t len = sizeof buf;
+  pl_error err;
+  if (pl_loader_save_state(ld, buf, &len, &err) != PL_OK)
+    return fail("--save-state", &err);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+    fprintf(stderr, "pinloader: error: --save-state %s: cannot write\n", path);
+    return 1;
+  }
+  return 0;
+}
+
+static int read_state(pl_loader *ld, const char *path) {
+  uint8_t buf[4096];
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "pinloader: error: --resume %s: cannot open\n", path);
+    return 1;
+  }
+  size_t len = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  pl_error err;
+  if (pl_loader_load_state(ld, buf, len, &err) != PL_OK)
+    return fail(path, &err);
+  return 0;
+}
+
+/* Takes one batch's worth of results into the totals. */
+static int consume(pl_batch *b, const run_opts *o, int nfields, run_totals *t) {
+  pl_error err;
+  if (pl_batch_wait_stream(b, NULL, &err) != PL_OK)
+    return fail("waiting for a batch", &err);
+  if (o->checksum && checksum_batch(b, nfields, t, &err))
+    return fail("--checksum", &err);
+  for (uint32_t i = 0; t->order && i < pl_batch_size(b); i++)
+    fprintf(t->order, "%llu\n", (unsigned long long)pl_batch_sample_index(b, i));
+  t->samples += pl_batch_size(b);
+  for (int f = 0; f < nfields; f++)
+    t->bytes += pl_batch_bytes(b, f);
+  t->batches++;
+  return 0;
+}
+
+static int run_epochs(pl_loader *ld, const run_opts *o, int nfields,
+                      run_totals *t, double t0) {
+  int bar = !o->quiet && isatty(STDOUT_FILENO);
+  uint64_t per_epoch = pl_loader_num_batches(ld);
+  for (uint64_t e = 0; e < o->epochs; e++) {
+    uint64_t done = 0;
+    for (;;) {
+      if (o->max_batches && t->batches >= o->max_batches)
+        return 0;
+      pl_batch *b;
+      pl_error err;
+      pl_status s = pl_loader_next(ld, &b, &err);
+      if (s == PL_END_OF_EPOCH)
+        break;
+      if (s != PL_OK)
+        return fail("loading", &err);
+      int rc = consume(b, o, nfields, t);
+      pl_batch_release(b, NULL);
+      if (rc)
+        return rc;
+      if (bar && (++done % 16 == 0 || done == per_epoch)) {
+        char label[32];
+        snprintf(label, sizeof label, "epoch %llu", (unsigned long long)e);
+        cli_progress(stdout, label, done, per_epoch, pl_now_cli() - t0);
+      }
+    }
+    if (bar)
+      cli_progress_end(stdout);
+  }
+  return 0;
+}
+
+static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
+                   double secs) {
+  pl_loader_stats st;
+  char r1[32], r2[32];
+  pl_loader_stats_get(ld, &st);
+  printf("device: %s\n", pl_loader_device_name(ld));
+  printf("loaded: %llu samples in %llu batches, %.3f s\n",
+         (unsigned long long)t->samples, (unsigned long long)t->batches, secs);
+  printf("samples/s: %.0f (%s)\n", t->samples / secs,
+         cli_rate(r1, sizeof r1, t->samples / secs, "samples"));
+  printf("bytes/s: %.0f (%s)\n", t->bytes / secs,
+         cli_rate(r2, sizeof r2, t->bytes / secs, "B"));
+  printf("stats: copied %llu batches / %llu bytes, pinned %llu bytes "
+         "(%llu fallbacks), batch buffers %llu, consumer waited %.3f s, "
+         "workers busy %.3f s, copies %.3f s\n",
+         (unsigned long long)st.batches_copied,
+         (unsigned long long)st.bytes_copied,
+         (unsigned long long)st.pinned_bytes,
+         (unsigned long long)st.pinned_fallbacks,
+         (unsigned long long)st.batch_buffers, st.consumer_wait_s,
+         st.worker_busy_s, st.copy_s);
+  if (o->checksum)
+    printf("checksum: %016llx\n", (unsigned long long)t->fnv);
+}
+
+int pl_cmd_run(int argc, char **argv) {
+  run_opts o;
+  if (parse_run(&o, argc, argv))
+    return 2;
+  pl_error err;
+  if (o.env_ranks && pl_loader_config_from_env(&o.cfg, &err) != PL_OK)
+    return fail("environment", &err);
+  pl_dataset *ds = NULL;
+  if (pl_dataset_open_spec(o.dataset, &ds, &err) != PL_OK)
+    return fail("--dataset", &err);
+  pl_loader *ld = NULL;
+  pl_status s = pl_loader_create(ds, &o.cfg, &ld, &err);
+  int nfields = pl_dataset_num_fields(ds);
+  pl_dataset_destroy(ds); /* the loader keeps its own reference */
+  if (s != PL_OK)
+    return fail("creating the loader", &err);
+  run_totals t = {.fnv = 0xcbf29ce484222325ull};
+  int rc = o.resume ? read_state(ld, o.resume) : 0;
+  if (!rc && o.order_out && !(t.order = fopen(o.order_out, "w"))) {
+    fprintf(stderr, "pinloader: error: --order-out %s: cannot open\n",
+            o.order_out);
+    rc = 1;
+  }
+  double t0 = pl_now_cli();
+  if (!rc)
+    rc = run_epochs(ld, &o, nfields, &t, t0);
+  double secs = pl_now_cli() - t0;
+  if (!rc)
+    report(ld, &o, &t, secs > 0 ? secs : 1e-9);
+  if (!rc && o.save_state)
+    rc = write_state(ld, o.save_state);
+  if (t.order && fclose(t.order) != 0 && !rc) {
+    fprintf(stderr, "pinloader: error: --order-out: write failed\n");
+    rc = 1;
+  }
+  free(t.scratch);
+  pl_loader_destroy(ld);
+  return rc;
+}
