@@ -71,8 +71,8 @@ void pl_batch_release(pl_batch *b, void *stream) {
   pthread_mutex_lock(&c->mu);
   b->state = SLOT_FREE;
   int last = --c->refs == 0;
-  pthread_cond_broadcast(&c->work_cv);
-  pthread_cond_broadcast(&c->ready_cv);
+  pthread_cond_signal(&c->work_cv);  /* a buffer for one more job */
+  pthread_cond_signal(&c->ready_cv); /* a consumer filling it itself */
   pthread_mutex_unlock(&c->mu);
   if (last)
     pl_core_free(c);

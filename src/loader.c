@@ -144,24 +144,25 @@ static pl_batch *find_job(pl_core *c, uint64_t job) {
   return NULL;
 }
 
-/* Claims the next job into a free buffer. [mu] */
+/* Claims the next job into a free buffer. [mu] The sample indices are
+ * computed later, by the filler, outside the lock. */
 static pl_batch *claim(pl_core *c, pl_batch *b) {
-  uint64_t batch;
-  pl_epoch_plan plan;
   b->state = SLOT_FILLING;
   b->gen = c->gen;
   b->job = c->next_claim++;
-  job_locate(c, b->job, &batch, &plan);
-  b->epoch = plan.epoch;
-  b->index = batch;
-  b->size = pl_sampler_batch_size(&c->sampler, &plan, batch);
-  uint64_t pos0 = pl_sampler_position(&c->sampler, &plan, batch, 0);
-  for (uint32_t i = 0; i < b->size; i++)
-    b->sample_idx[i] = pl_sampler_index(
-        &c->sampler, &plan, pos0 + (uint64_t)i * c->sampler.world);
+  job_locate(c, b->job, &b->index, &b->plan);
+  b->epoch = b->plan.epoch;
+  b->size = pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
   atomic_store_explicit(&b->cur_t0, 0.0, memory_order_relaxed);
   pl_error_clear(&b->err);
   return b;
+}
+
+static void compute_indices(const pl_core *c, pl_batch *b) {
+  uint64_t pos0 = pl_sampler_position(&c->sampler, &b->plan, b->index, 0);
+  for (uint32_t i = 0; i < b->size; i++)
+    b->sample_idx[i] = pl_sampler_index(
+        &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
 }
 
 static pl_status read_samples(pl_core *c, pl_batch *b) {
@@ -189,6 +190,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b) {
 /* Fills a claimed buffer, lock not held. */
 static void fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
+  compute_indices(c, b);
   pl_status s = c->be->vt->fill_begin(c->be, &b->mem, &b->err);
   if (s == PL_OK) {
     s = read_samples(c, b);
@@ -206,12 +208,13 @@ static void fill(pl_core *c, pl_batch *b) {
 
 /* Publishes a filled buffer. [mu] */
 static void publish(pl_core *c, pl_batch *b) {
-  if (slot_is_stale(c, b))
+  if (slot_is_stale(c, b)) {
     b->state = SLOT_FREE;
-  else
-    b->state = b->err.status == PL_OK ? SLOT_READY : SLOT_FAILED;
-  pthread_cond_broadcast(&c->ready_cv);
-  pthread_cond_broadcast(&c->work_cv);
+    pthread_cond_signal(&c->work_cv);
+    return;
+  }
+  b->state = b->err.status == PL_OK ? SLOT_READY : SLOT_FAILED;
+  pthread_cond_signal(&c->ready_cv); /* one consumer at a time */
 }
 
 static int claimable(const pl_core *c) {
@@ -467,7 +470,7 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
   c->batches_delivered++;
   c->samples_delivered += b->size;
   c->bytes_delivered += (uint64_t)b->size * c->ds->sample_bytes;
-  pthread_cond_broadcast(&c->work_cv);
+  pthread_cond_signal(&c->work_cv); /* one more job may be claimed */
   pthread_mutex_unlock(&c->mu);
   pl_status s = c->be->vt->deliver(c->be, &b->mem, err);
   pthread_mutex_lock(&c->mu);

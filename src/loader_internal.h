@@ -47,8 +47,9 @@ struct pl_batch {
   slot_state state; /* [mu] */
   uint64_t gen;     /* [mu] stream of the job */
   uint64_t job;     /* [mu] job number in that stream */
-  uint64_t epoch;   /* the rest: written by the filler, read after READY */
+  uint64_t epoch;   /* the rest: written when claimed or by the filler */
   uint64_t index;
+  pl_epoch_plan plan;
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
   pl_error err;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what pinloader's build, tests and default data set need, from
+# Debian's packages, only where missing. Safe to run again.
+set -euo pipefail
+
+pkgs=(cmake gcc make zlib1g-dev pkg-config dataset-fashion-mnist
+      python3 python3-dev python3-pip python3-setuptools python3-numpy
+      python3-pytest python3-torch clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds pinloader and runs every test: the C suite (ctest), the Python
+# package's tests, the suite again under AddressSanitizer + UBSan (with the
+# test-only fault injection) and under ThreadSanitizer, and a short fuzzing
+# pass over every parser. GPU tests skip themselves where no GPU is usable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+PY=/usr/bin/python3 # Debian's, with python3-torch / numpy / pytest
+
+scripts/setup.sh
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "build and test (release)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ -f pyproject.toml ]; then
+  step "python package"
+  scripts/python-test.sh "$PY"
+fi
+
+step "AddressSanitizer + UBSan, with fault injection"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPL_SANITIZE=address \
+  -DPL_FAULT_INJECTION=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE gpu
+
+step "ThreadSanitizer"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPL_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j"$jobs"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -LE gpu
+
+if [ -x scripts/fuzz.sh ]; then
+  step "fuzzing (short)"
+  scripts/fuzz.sh 15
+fi
+
+step "all tests passed"
