@@ -3,7 +3,15 @@
 
 uint32_t pl_batch_size(const pl_batch *b) { return b ? b->size : 0; }
 uint64_t pl_batch_epoch(const pl_batch *b) { return b ? b->epoch : 0; }
-uint64_t pl_batch_index(const pl_batch *b) { return b ? b->index : 0; }
+/* b->index counts from the stream's first batch; a stream restored from a
+ * checkpoint starts mid-epoch at global position plan.start, which is
+ * start / (batch * world) batches into this rank's epoch. */
+uint64_t pl_batch_index(const pl_batch *b) {
+  if (!b)
+    return 0;
+  const pl_sampler *s = &b->core->sampler;
+  return b->index + b->plan.start / ((uint64_t)s->batch * s->world);
+}
 
 uint64_t pl_batch_sample_index(const pl_batch *b, uint32_t i) {
   return (b && i < b->size) ? b->sample_idx[i] : UINT64_MAX;
