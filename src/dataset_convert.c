@@ -175,9 +175,9 @@ pl_status pl_dataset_to_float32(pl_dataset *base, const char *field,
   if (!out)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  int fi;
+  int fi = -1;
   PL_TRY(check_args(base, field, &fi, err));
-  pl_field *fields;
+  pl_field *fields = NULL;
   PL_TRY(new_fields(base, fi, &fields, err));
   convert_impl *c = malloc(sizeof *c);
   if (!c) {

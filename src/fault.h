@@ -2,7 +2,7 @@
  *
  * Only a build with -DPL_FAULT_INJECTION=ON (CMake option PL_FAULT_INJECTION)
  * has it; in every other build PL_FAULT() is the constant 0 and costs
- * nothing. It is not a public knob: tests reach it through tests/fault_api.h.
+ * nothing. It is not a public knob: tests include this internal header.
  *
  * A fault point fires when its countdown reaches zero: pl_fault_arm(point,
  * after, count) lets `after` hits pass, then fails the next `count` hits

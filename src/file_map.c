@@ -52,8 +52,8 @@ static pl_status open_regular(const char *path, int *fd, uint64_t *size,
 
 /* Maps the raw bytes of `path` into m (data, size, mapping). */
 static pl_status map_raw(const char *path, pl_file_map *m, pl_error *err) {
-  int fd;
-  uint64_t size;
+  int fd = -1;
+  uint64_t size = 0;
   PL_TRY(open_regular(path, &fd, &size, err));
   m->size = size;
   m->data = empty_file;

@@ -107,6 +107,7 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
   if (c->first.num_batches == 0 && start > 0 && c->full.num_batches > 0)
     pl_sampler_plan(&c->sampler, ++epoch, 0, &c->first);
   c->gen++;
+  atomic_store_explicit(&c->gen_now, c->gen, memory_order_relaxed);
   c->next_claim = c->next_deliver = 0;
   c->end_pending = 0;
   c->cur_epoch = epoch;
@@ -165,6 +166,14 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
         &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
 }
 
+/* Whether nobody wants this batch any more (destroy, set_epoch, restore):
+ * checked between samples so that destroy waits for one sample, not a
+ * whole batch. Read without the lock: a stale answer only delays. */
+static int abandoned(pl_core *c, const pl_batch *b) {
+  return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
+         atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
+}
+
 static pl_status read_samples(pl_core *c, pl_batch *b) {
   void *dst[64];
   void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
@@ -181,6 +190,8 @@ static pl_status read_samples(pl_core *c, pl_batch *b) {
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
     s = pl_dataset_read_sample(c->ds, b->sample_idx[i], d, &b->err);
+    if (s == PL_OK && abandoned(c, b))
+      s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
   if (d != dst)
     free(d);
@@ -383,8 +394,11 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
   int initial = PL_MIN(c->prefetch + 1, c->max_slots);
-  for (int i = 0; i < initial; i++)
-    PL_TRY(slot_new(c, &c->slots[c->nslots++], err));
+  for (int i = 0; i < initial; i++) {
+    /* Count the slot only once it exists: pl_core_free frees nslots. */
+    PL_TRY(slot_new(c, &c->slots[c->nslots], err));
+    c->nslots++;
+  }
   return PL_OK;
 }
 

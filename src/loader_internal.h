@@ -88,7 +88,8 @@ struct pl_core {
   uint64_t next_deliver;/* next job the consumer takes */
   int end_pending;      /* the consumer owes an END_OF_EPOCH */
   uint64_t cur_epoch;   /* epoch of the next delivery (for empty epochs) */
-  int stop;
+  atomic_int stop;           /* [mu] to write; read anywhere */
+  _Atomic uint64_t gen_now;  /* copy of gen, read without the lock */
 
   /* Counters. [mu] except the atomics. */
   uint64_t batches_delivered, samples_delivered, bytes_delivered;

@@ -152,7 +152,7 @@ static pl_status records_map_files(records_impl *r, const char *const *paths,
       return pl_errorf(err, PL_INVALID_ARGUMENT, "path %d is NULL", f);
     PL_TRY(pl_file_map_open(paths[f], &r->maps[f], err));
     r->nfiles = f + 1; /* so that destroy closes it */
-    uint64_t n;
+    uint64_t n = 0;
     PL_TRY(count_records(&r->maps[f], r->header_bytes, r->record_bytes, &n,
                          err));
     if (!pl_add_u64(r->start[f], n, &r->start[f + 1]))
@@ -172,7 +172,7 @@ pl_status pl_dataset_open_records(const pl_record_format *fmt,
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "a record format and at least one file are required");
   PL_TRY(check_format(fmt, err));
-  records_impl *r;
+  records_impl *r = NULL;
   PL_TRY(records_alloc(fmt, npaths, &r, err));
   pl_status s = records_map_files(r, paths, npaths, err);
   if (s == PL_OK)

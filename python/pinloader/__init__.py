@@ -1,0 +1,287 @@
+"""pinloader: PyTorch's DataLoader interface over a C loader.
+
+    loader = pinloader.DataLoader(pinloader.datasets.IDX(images, labels),
+                                  batch_size=256, shuffle=True, num_workers=4,
+                                  device="cuda")
+    for epoch in range(10):
+        for image, label in loader:   # torch tensors on cuda:0, no extra copy
+            ...
+
+Workers are C threads: they read native datasets without the GIL, collate
+into (page-locked) batch buffers and, for device="cuda", copy each batch to
+the GPU asynchronously. Tensors share the batch's memory through DLPack; a
+batch goes back to the pool when the last tensor made from it is freed.
+"""
+import atexit
+import itertools
+import weakref
+
+from . import _pinloader as _C
+from . import datasets
+from ._pinloader import Error
+
+__all__ = ["DataLoader", "Error", "datasets", "cuda_available", "__version__"]
+
+__version__ = _C.version()
+
+STATE_FORMAT = "pinloader.state.v1"
+
+
+def cuda_available():
+    """True when this build has the CUDA backend and a device is usable."""
+    return _C.cuda_available()
+
+
+def _torch():
+    try:
+        import torch
+        import torch.utils.dlpack  # noqa: F401
+    except ImportError:
+        return None
+    return torch
+
+
+def _parse_device(device):
+    """'cpu' | 'cuda' | 'cuda:N' | torch.device -> (kind, index); index -1
+    means 'cuda' without an ordinal: LOCAL_RANK when set, else 0."""
+    text = str(device)
+    if text == "cpu":
+        return "cpu", -1
+    if text == "cuda":
+        return "cuda", -1
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return "cuda", int(text[5:])
+    raise ValueError("device must be 'cpu', 'cuda' or 'cuda:N', not %r" % (device,))
+
+
+def _numpy_from(fa):
+    import numpy as np
+
+    if fa.device[0] != "cpu":
+        raise RuntimeError("numpy arrays cannot hold a CUDA batch: install torch, or use output='raw'")
+    if hasattr(np, "from_dlpack"):
+        return np.from_dlpack(fa)
+    return np.asarray(fa)  # the buffer protocol
+
+
+def _converter(output):
+    if output == "raw":
+        return lambda fa: fa
+    torch = _torch() if output in ("auto", "torch") else None
+    if output == "torch" and torch is None:
+        raise ImportError("output='torch' but torch is not importable")
+    if torch is not None:
+        return torch.utils.dlpack.from_dlpack
+    if output not in ("auto", "numpy"):
+        raise ValueError("output must be 'auto', 'torch', 'numpy' or 'raw', not %r" % (output,))
+    return _numpy_from
+
+
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    # Stop worker threads before the interpreter finalizes: a worker inside a
+    # Python __getitem__ must not meet a dying interpreter.
+    for loader in list(_live):
+        try:
+            loader.close()
+        except Exception:
+            pass
+
+
+class DataLoader:
+    """torch.utils.data.DataLoader's interface over the C loader.
+
+    Differences from torch: workers are threads and persist for the loader's
+    life (persistent_workers is accepted and has no effect); there is no
+    sampler / collate_fn: samples are collated by field (a batch is one
+    tensor per field, [batch_size, *field shape]); shuffling uses the
+    loader's own permutation of (seed, epoch); `timeout` bounds how long one
+    sample may take to read (a slower read fails the batch with
+    pinloader.Error, status PL_TIMEOUT).
+
+    Extra arguments: seed, device ('cpu' | 'cuda' | 'cuda:N'), non_blocking,
+    pinned_budget (bytes of page-locked memory, 0 = what prefetch needs),
+    max_batch_buffers (batch buffers the pool may grow to, counting batches
+    you keep; 0 = prefetch + 2 + num_workers), rank / world_size (sharding as
+    DistributedSampler; None = from torchrun's / MPI's environment, else
+    0 of 1), output ('auto': torch tensors when torch imports, else numpy
+    arrays; 'torch', 'numpy', or 'raw' for the DLPack exporters).
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=False,
+                 drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
+                 device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
+                 max_batch_buffers=0, output="auto"):
+        if batch_size is None or int(batch_size) < 1:
+            raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
+        if num_workers < 0:
+            raise ValueError("num_workers must be >= 0")
+        if prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor < 1:
+            raise ValueError("prefetch_factor must be >= 1")
+        if timeout < 0:
+            raise ValueError("timeout must be >= 0")
+        kind, index = _parse_device(device)
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.num_workers = int(num_workers)
+        self.pin_memory = bool(pin_memory)
+        self.drop_last = bool(drop_last)
+        self.prefetch_factor = int(prefetch_factor)
+        self.persistent_workers = bool(persistent_workers)
+        self.timeout = float(timeout)
+        self.seed = int(seed)
+        self.device = kind if index < 0 else "%s:%d" % (kind, index)
+        self._convert = _converter(output)
+        # A Python dataset gets a callback wrapper of its own, so that the
+        # exceptions its __getitem__ raises reach this loader.
+        self._ds = datasets.from_python(dataset)
+        self._ld = _C.Loader(
+            self._ds._native,
+            batch_size=self.batch_size,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            drop_last=self.drop_last,
+            num_workers=self.num_workers,
+            prefetch=self.prefetch_factor * max(1, self.num_workers),
+            device=kind,
+            device_index=index,
+            # CUDA batches are always staged in page-locked memory (the point
+            # of the exercise); pin_memory decides it for host batches.
+            pin_memory=True if kind == "cuda" else self.pin_memory,
+            non_blocking=bool(non_blocking),
+            pinned_budget=int(pinned_budget),
+            max_batch_buffers=int(max_batch_buffers),
+            rank=-1 if rank is None else int(rank),
+            world_size=-1 if world_size is None else int(world_size),
+            timeout=self.timeout,
+        )
+        self._mid_epoch = False  # an iteration stopped before the epoch's end
+        self._iter_gen = itertools.count(1)
+        self._active = 0  # generation of the iterator allowed to run
+        _live.add(self)
+
+    # -- torch's interface
+
+    def __len__(self):
+        return self._ld.num_batches
+
+    def __iter__(self):
+        return self._iterate(self._begin(), self._packer())
+
+    def _begin(self):
+        if self._mid_epoch:
+            # Like torch: a new iteration is a new epoch, here the next one.
+            self._ld.set_epoch(self._ld.epoch + 1)
+            self._mid_epoch = False
+        self._active = next(self._iter_gen)
+        return self._active
+
+    def _iterate(self, gen, pack):
+        while True:
+            if self._active != gen:
+                raise RuntimeError("this DataLoader iterator was superseded by a newer iter() or "
+                                   "set_epoch()/load_state_dict() on the same loader")
+            try:
+                batch = self._ld.next()
+            except Error as e:
+                # A failed batch ends its epoch; an exhausted pool loses
+                # nothing (the epoch goes on once batches are released).
+                if e.status != "PL_EXHAUSTED":
+                    self._mid_epoch = False
+                raise
+            except KeyboardInterrupt:
+                raise  # the wait was interrupted; the epoch goes on
+            except BaseException:
+                self._mid_epoch = False  # __getitem__ raised: epoch ended
+                raise
+            if batch is None:
+                self._mid_epoch = False
+                return
+            self._mid_epoch = True
+            item = pack(batch)
+            # Hold no batch in this frame while the consumer runs: a kept
+            # traceback or a suspended iterator must not pin a buffer.
+            del batch
+            yield item
+            del item
+
+    def _packer(self):
+        convert = self._convert
+        structure, keys = self._ds._structure, self._ds._keys
+
+        def fields(batch):
+            return [convert(batch.field(i)) for i in range(batch.num_fields)]
+
+        if structure == "bare":
+            return lambda b: convert(b.field(0))
+        if structure == "list":
+            return fields
+        if structure == "dict":
+            return lambda b: dict(zip(keys, fields(b)))
+        if structure == "tuple":
+            return lambda b: tuple(fields(b))
+        return lambda b: structure(*fields(b))  # a namedtuple class
+
+    def set_epoch(self, epoch):
+        """Make the next iteration load `epoch` (its order is a function of
+        (seed, epoch)); abandons a partly consumed epoch."""
+        epoch = int(epoch)
+        if self._mid_epoch or self._ld.epoch != epoch:
+            self._ld.set_epoch(epoch)
+        self._mid_epoch = False
+        self._active = 0
+
+    @property
+    def epoch(self):
+        """The epoch the next batch belongs to."""
+        return self._ld.epoch
+
+    def state_dict(self):
+        """The resumable position (pl_loader_save_state) as a dict."""
+        return {"format": STATE_FORMAT, "state": self._ld.save_state()}
+
+    def load_state_dict(self, state):
+        """Continue from a state_dict(): the next iteration resumes where
+        the saved loader stood, also with other num_workers or ranks."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError("not a pinloader DataLoader state_dict (format %r)" % (STATE_FORMAT,))
+        self._ld.load_state(state["state"])
+        self._mid_epoch = False
+        self._active = 0
+
+    # -- extras
+
+    def batches(self):
+        """Iterate over raw Batch objects (batch.field(i) exports DLPack;
+        batch.sample_indices, .epoch, .index describe it); epochs advance as
+        for iter()."""
+        return self._iterate(self._begin(), lambda b: b)
+
+    def stats(self):
+        """The loader's counters (pl_loader_stats) as a dict."""
+        return self._ld.stats()
+
+    @property
+    def device_name(self):
+        return self._ld.device[2]
+
+    def close(self):
+        """Stop the workers now. Tensors already handed out stay valid."""
+        self._ld.close()
+        _live.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "pinloader.DataLoader(%d samples, batch_size=%d, num_workers=%d, device=%r)" % (
+            len(self.dataset), self.batch_size, self.num_workers, self.device)

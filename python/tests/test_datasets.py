@@ -1,0 +1,119 @@
+"""Native datasets through the DataLoader: exact bytes, shapes, dtypes, errors.
+Runs with numpy alone (output='numpy')."""
+import numpy as np
+import pytest
+
+import pinloader
+from conftest import write_cifar, write_idx
+
+
+def collect(loader):
+    return [tuple(np.array(f) for f in b) for b in loader]
+
+
+def test_idx_batches_equal_file_bytes(mnist_like):
+    ip, lp, images, labels = mnist_like
+    ds = pinloader.datasets.IDX(ip, lp)
+    assert len(ds) == 37
+    assert ds.fields == [("image", "uint8", (5, 4)), ("label", "uint8", ())]
+    loader = pinloader.DataLoader(ds, batch_size=8, output="numpy")
+    assert len(loader) == 5
+    batches = collect(loader)
+    assert [b[0].shape for b in batches] == [(8, 5, 4)] * 4 + [(5, 5, 4)]
+    assert all(b[0].dtype == np.uint8 and b[1].dtype == np.uint8 for b in batches)
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), images)
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), labels)
+
+
+def test_idx_getitem_reads_one_sample(mnist_like):
+    ip, lp, images, labels = mnist_like
+    ds = pinloader.datasets.IDX(ip, lp)
+    img, lab = ds[36]
+    np.testing.assert_array_equal(img, images[36])
+    assert int(lab) == labels[36]
+    with pytest.raises(IndexError):
+        ds[37]
+
+
+def test_drop_last(mnist_like):
+    ip, lp, images, _ = mnist_like
+    loader = pinloader.DataLoader(pinloader.datasets.IDX(ip, lp), batch_size=8, drop_last=True,
+                                  num_workers=2, output="numpy")
+    assert len(loader) == 4
+    batches = collect(loader)
+    assert len(batches) == 4
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), images[:32])
+
+
+def test_cifar10_two_files(tmp_path):
+    rng = np.random.default_rng(2)
+    imgs = rng.integers(0, 256, size=(9, 3, 32, 32), dtype=np.uint8)
+    labs = rng.integers(0, 10, size=9, dtype=np.uint8)
+    f1 = write_cifar(tmp_path / "data_batch_1.bin", imgs[:4], labs[:4])
+    f2 = write_cifar(tmp_path / "data_batch_2.bin", imgs[4:], labs[4:])
+    loader = pinloader.DataLoader(pinloader.datasets.CIFAR10([f1, f2]), batch_size=4, num_workers=2,
+                                  output="numpy")
+    batches = collect(loader)
+    assert [b[0].shape for b in batches] == [(4, 3, 32, 32), (4, 3, 32, 32), (1, 3, 32, 32)]
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), imgs)
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), labs)
+
+
+def test_records_fields_and_offsets(indexed_records):
+    ds, rec = indexed_records
+    assert ds.fields == [("idx", "int64", ()), ("payload", "uint8", (3,))]
+    batches = collect(pinloader.DataLoader(ds, batch_size=16, output="numpy"))
+    idx = np.concatenate([b[0] for b in batches])
+    assert idx.dtype == np.int64
+    np.testing.assert_array_equal(idx, np.arange(100))
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), rec["payload"])
+
+
+def test_to_float32_scales(mnist_like):
+    ip, lp, images, labels = mnist_like
+    ds = pinloader.datasets.to_float32(pinloader.datasets.IDX(ip, lp), "image", 1 / 255)
+    assert ds.fields[0] == ("image", "float32", (5, 4))
+    batches = collect(pinloader.DataLoader(ds, batch_size=37, output="numpy"))
+    assert batches[0][0].dtype == np.float32
+    np.testing.assert_array_equal(batches[0][0], images.astype(np.float32) * np.float32(1 / 255))
+    np.testing.assert_array_equal(batches[0][1], labels)
+
+
+def test_missing_file_is_error_naming_it(tmp_path, mnist_like):
+    ip, lp, _, _ = mnist_like
+    missing = str(tmp_path / "no-such-images.idx")
+    with pytest.raises(pinloader.Error) as e:
+        pinloader.datasets.IDX(missing, lp)
+    assert "no-such-images.idx" in str(e.value)
+    assert e.value.status == "PL_IO"
+    assert isinstance(e.value, RuntimeError)
+
+
+def test_truncated_idx_is_format_error(tmp_path, mnist_like):
+    _, lp, images, _ = mnist_like
+    bad = tmp_path / "short-images.idx"
+    write_idx(bad, images)
+    data = bad.read_bytes()
+    bad.write_bytes(data[:-7])
+    with pytest.raises(pinloader.Error) as e:
+        pinloader.datasets.IDX(str(bad), lp)
+    assert "short-images.idx" in str(e.value)
+    assert e.value.status == "PL_FORMAT"
+
+
+def test_records_partial_record_is_error(tmp_path):
+    p = tmp_path / "ragged.bin"
+    p.write_bytes(bytes(10))
+    with pytest.raises(pinloader.Error) as e:
+        pinloader.datasets.Records(str(p), 0, 4, [("x", "uint8", (4,), 0)])
+    assert "ragged.bin" in str(e.value)
+    assert e.value.status == "PL_FORMAT"
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        pinloader.datasets.Records("x", 0, 4, [("x", "complex64", (2,), 0)])
+    with pytest.raises(ValueError):
+        pinloader.DataLoader([np.zeros(2)], batch_size=0)
+    with pytest.raises(ValueError):
+        pinloader.DataLoader([np.zeros(2)], device="tpu")

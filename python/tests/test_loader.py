@@ -1,0 +1,155 @@
+"""Loader behaviour: order, epochs, sharding, batches kept alive, state_dict,
+Ctrl-C. Runs with numpy alone (output='numpy')."""
+import _thread
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pinloader
+
+
+def order(loader):
+    return np.concatenate([np.array(b[0]) for b in loader]).tolist()
+
+
+def test_same_seed_same_order_and_epochs_differ(indexed_records):
+    ds, _ = indexed_records
+    a = pinloader.DataLoader(ds, batch_size=7, shuffle=True, seed=5, output="numpy")
+    b = pinloader.DataLoader(ds, batch_size=7, shuffle=True, seed=5, num_workers=2, output="numpy")
+    a0, a1 = order(a), order(a)  # iterating again starts the next epoch
+    assert sorted(a0) == list(range(100)) and sorted(a1) == list(range(100))
+    assert a0 != list(range(100))
+    assert a0 != a1
+    assert order(b) == a0 and order(b) == a1
+    b.set_epoch(1)
+    assert order(b) == a1
+    c = pinloader.DataLoader(ds, batch_size=7, shuffle=True, seed=6, output="numpy")
+    assert order(c) != a0
+
+
+def test_no_shuffle_is_index_order_every_epoch(indexed_records):
+    ds, _ = indexed_records
+    loader = pinloader.DataLoader(ds, batch_size=9, num_workers=2, output="numpy")
+    assert order(loader) == list(range(100))
+    assert order(loader) == list(range(100))
+
+
+def test_break_then_iterate_starts_next_epoch(indexed_records):
+    ds, _ = indexed_records
+    ref = pinloader.DataLoader(ds, batch_size=10, shuffle=True, seed=3, output="numpy")
+    e0, e1 = order(ref), order(ref)
+    loader = pinloader.DataLoader(ds, batch_size=10, shuffle=True, seed=3, output="numpy")
+    it = iter(loader)
+    assert np.array(next(it)[0]).tolist() == e0[:10]
+    assert order(loader) == e1
+    with pytest.raises(RuntimeError, match="superseded"):
+        next(it)
+
+
+def test_len_and_sharding(indexed_records):
+    ds, _ = indexed_records
+    assert len(pinloader.DataLoader(ds, batch_size=8)) == 13
+    assert len(pinloader.DataLoader(ds, batch_size=8, drop_last=True)) == 12
+    r0 = pinloader.DataLoader(ds, batch_size=8, rank=0, world_size=3, output="numpy")
+    r1 = pinloader.DataLoader(ds, batch_size=8, rank=1, world_size=3, output="numpy")
+    r2 = pinloader.DataLoader(ds, batch_size=8, rank=2, world_size=3, output="numpy")
+    assert len(r0) == 5  # ceil(100 / 3) = 34 samples each, padded as DistributedSampler
+    seen = order(r0) + order(r1) + order(r2)
+    assert len(seen) == 102 and set(seen) == set(range(100))
+
+
+def test_batches_kept_alive_stay_correct(indexed_records):
+    ds, rec = indexed_records
+    loader = pinloader.DataLoader(ds, batch_size=5, shuffle=True, num_workers=2, max_batch_buffers=32,
+                                  output="numpy")
+    for _ in range(2):  # the second epoch reuses buffers released late
+        kept = list(loader)
+        assert len(kept) == 20
+        idx = np.concatenate([k[0] for k in kept])
+        assert sorted(idx.tolist()) == list(range(100))
+        np.testing.assert_array_equal(np.concatenate([k[1] for k in kept]), rec["payload"][idx])
+        del kept
+
+
+def test_exhausted_pool_raises_clear_error(indexed_records):
+    ds, _ = indexed_records
+    loader = pinloader.DataLoader(ds, batch_size=5, max_batch_buffers=3, output="numpy")
+    kept = []
+    with pytest.raises(pinloader.Error) as e:
+        for b in loader:
+            kept.append(b)
+    assert e.value.status == "PL_EXHAUSTED"
+    assert "max_batch_buffers" in str(e.value) and "release" in str(e.value).lower()
+    assert len(kept) == 3
+    kept.clear()
+    assert len(order(loader)) == 100  # a whole (next) epoch once released
+
+
+def test_state_dict_round_trip(indexed_records):
+    ds, _ = indexed_records
+    a = pinloader.DataLoader(ds, batch_size=8, shuffle=True, seed=11, output="numpy")
+    order(a)  # epoch 0
+    it = iter(a)
+    head = [np.array(next(it)[0]).tolist() for _ in range(3)]
+    state = a.state_dict()
+    assert isinstance(state["state"], bytes)
+    rest = [np.array(b[0]).tolist() for b in it]
+    b = pinloader.DataLoader(ds, batch_size=8, shuffle=True, seed=11, num_workers=2, output="numpy")
+    b.load_state_dict(state)
+    assert [np.array(x[0]).tolist() for x in b] == rest
+    assert sorted(sum(head + rest, [])) == list(range(100))
+    with pytest.raises(ValueError):
+        b.load_state_dict({"state": b"junk"})
+    with pytest.raises(pinloader.Error):
+        b.load_state_dict({"format": pinloader.STATE_FORMAT, "state": b"junk"})
+
+
+class Slow:
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        time.sleep(0.3)
+        return np.full(4, i, dtype=np.int32)
+
+
+def test_ctrl_c_interrupts_a_wait():
+    loader = pinloader.DataLoader(Slow(), batch_size=50, num_workers=2, output="numpy")
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    t0 = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in loader:
+            pass
+    assert time.monotonic() - t0 < 3.0  # a batch takes ~7.5 s to fill
+    loader.close()
+
+
+def test_close_does_not_wait_for_whole_batches():
+    # pl_loader_destroy: "never hangs on a worker stuck in a callback for
+    # longer than that callback runs": workers stop between samples.
+    loader = pinloader.DataLoader(Slow(), batch_size=50, num_workers=2, output="numpy")
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    loader.close()
+    assert time.monotonic() - t0 < 2.0  # one sample takes 0.3 s, a batch 15 s
+
+
+def test_close_keeps_tensors_valid(indexed_records):
+    ds, rec = indexed_records
+    loader = pinloader.DataLoader(ds, batch_size=100, output="numpy")
+    (idx, payload), = list(loader)
+    loader.close()
+    np.testing.assert_array_equal(payload, rec["payload"])
+    with pytest.raises(pinloader.Error):
+        len(loader)
+
+
+def test_stats_count_deliveries(indexed_records):
+    ds, _ = indexed_records
+    loader = pinloader.DataLoader(ds, batch_size=10, output="numpy")
+    order(loader)
+    st = loader.stats()
+    assert st["batches_delivered"] == 10 and st["samples_delivered"] == 100

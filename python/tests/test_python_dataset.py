@@ -1,0 +1,93 @@
+"""Python map-style datasets read through the C callback."""
+import traceback
+
+import numpy as np
+import pytest
+
+import pinloader
+
+
+class Squares:
+    """Sample i: (uint8 [2, 3] filled with i % 256, int label i)."""
+
+    def __init__(self, n=30, fail_at=None, bad_shape_at=None):
+        self.n, self.fail_at, self.bad_shape_at = n, fail_at, bad_shape_at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.fail_at:
+            raise ValueError("boom at %d" % i)
+        shape = (3, 3) if i == self.bad_shape_at else (2, 3)
+        return np.full(shape, i % 256, dtype=np.uint8), i
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_python_dataset_batches(workers):
+    loader = pinloader.DataLoader(Squares(), batch_size=8, num_workers=workers, output="numpy")
+    assert len(loader) == 4
+    xs, ys = zip(*[(np.array(x), np.array(y)) for x, y in loader])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    assert x.shape == (30, 2, 3) and x.dtype == np.uint8
+    assert y.dtype == np.int64
+    np.testing.assert_array_equal(y, np.arange(30))
+    np.testing.assert_array_equal(x, np.broadcast_to(np.arange(30, dtype=np.uint8)[:, None, None], (30, 2, 3)))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_getitem_exception_propagates_with_index(workers):
+    loader = pinloader.DataLoader(Squares(fail_at=13), batch_size=4, num_workers=workers, output="numpy")
+    with pytest.raises(ValueError, match="boom at 13") as e:
+        list(loader)
+    notes = "\n".join(getattr(e.value, "__notes__", [])) or str(e.value.__cause__ or "")
+    assert "dataset[13]" in notes
+    frames = [f.name for f in traceback.extract_tb(e.value.__traceback__)]
+    assert "__getitem__" in frames  # the dataset's own frame is kept
+    # The failed batch ended that epoch; the next iteration loads the next
+    # epoch, which fails at the same sample again.
+    with pytest.raises(ValueError, match="boom at 13"):
+        list(loader)
+
+
+def test_shape_mismatch_names_sample():
+    loader = pinloader.DataLoader(Squares(bad_shape_at=5), batch_size=4, output="numpy")
+    with pytest.raises(ValueError) as e:
+        list(loader)
+    assert "dataset[5]" in str(e.value) and "(3, 3)" in str(e.value) and "(2, 3)" in str(e.value)
+
+
+class Dicts:
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return {"x": np.arange(4, dtype=np.float32) + i, "y": np.int16(-i)}
+
+
+def test_dict_and_bare_samples():
+    (b,) = list(pinloader.DataLoader(Dicts(), batch_size=6, output="numpy"))
+    assert set(b) == {"x", "y"}
+    np.testing.assert_array_equal(b["x"], np.arange(4, dtype=np.float32)[None] + np.arange(6)[:, None])
+    assert b["y"].dtype == np.int16 and b["y"].tolist() == [0, -1, -2, -3, -4, -5]
+    bare = [np.arange(3, dtype=np.float64) * i for i in range(5)]
+    (t,) = list(pinloader.DataLoader(bare, batch_size=5, output="numpy"))
+    np.testing.assert_array_equal(t, np.stack(bare))
+
+
+def test_non_contiguous_and_bytes_samples():
+    base = np.arange(40, dtype=np.int32).reshape(4, 10)
+    views = [base[:, i::5] for i in range(5)]  # strided [4, 2]
+    (t,) = list(pinloader.DataLoader(views, batch_size=5, num_workers=2, output="numpy"))
+    np.testing.assert_array_equal(t, np.stack(views))
+    raw = [bytes([i]) * 7 for i in range(9)]
+    got = np.concatenate([np.array(x) for x in pinloader.DataLoader(raw, batch_size=4, output="numpy")])
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, np.frombuffer(b"".join(raw), np.uint8).reshape(9, 7))
+
+
+def test_unsupported_sample_is_type_error():
+    with pytest.raises(TypeError, match="field"):
+        pinloader.DataLoader([object()], batch_size=1)
+    with pytest.raises(ValueError, match="empty"):
+        pinloader.DataLoader([], batch_size=1)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# GPU part 20: the benchmark. `pinloader bench` at full size (bandwidth,
+# overlap, the seeds' loader experiment and the worker sweep), then
+# bench/vs_torch.py (the same experiments through torch's DataLoader, with
+# pinloader/PyTorch ratios).
+#
+# Into $OUT (3 files): bench.json, bench.svg, vs_torch.json. The CSV goes to
+# $PL_GPU_LOGS (packed into logs.tar.gz by scripts/gpu-check.sh) when set.
+# Uses $PL_CLI or build-gpu/pinloader, or builds the latter (Release). Budget: under 4 minutes
+# on the H200: each step runs under a timeout that keeps the sum below it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-$PWD/gpu-out}
+logs=${PL_GPU_LOGS:-$out}
+mkdir -p "$out" "$logs"
+cli=${PL_CLI:-build-gpu/pinloader} # PL_CLI: a CLI built elsewhere
+t0=$(date +%s)
+
+if [ ! -x "$cli" ]; then
+  echo "== building $cli (Release)"
+  if ! { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DPL_BUILD_TESTS=OFF &&
+         cmake --build build-gpu -j"$(nproc)" --target pinloader_cli; } >"$logs/20-build.log" 2>&1; then
+    echo "build failed:"; tail -n 40 "$logs/20-build.log"; exit 1
+  fi
+  cli=build-gpu/pinloader
+fi
+bt=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$(dirname "$cli")/CMakeCache.txt" 2>/dev/null)
+[ "$bt" = Debug ] && echo "warning: $cli is a Debug build: loader numbers are not representative"
+nvidia-smi --query-gpu=name,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>/dev/null
+
+rc=0
+echo "== pinloader bench (full)"
+timeout 110 "$cli" bench --quiet --json "$out/bench.json" --csv "$logs/bench.csv" \
+  --plot "$out/bench.svg"
+r=$?
+if [ $r -ne 0 ]; then echo "pinloader bench: exit $r (124 = over its 110 s)"; rc=1; fi
+echo "bench done at +$(( $(date +%s) - t0 )) s"
+
+echo "== bench/vs_torch.py"
+if python3 -c 'import torch, numpy' 2>/dev/null; then
+  timeout 95 python3 bench/vs_torch.py --cli "$cli" --out "$out"
+  r=$?
+  if [ $r -ne 0 ]; then echo "vs_torch.py: exit $r (124 = over its 95 s)"; rc=1; fi
+else
+  echo "python3 has no torch: vs_torch.py skipped"
+fi
+echo "20-bench total $(( $(date +%s) - t0 )) s"
+exit $rc

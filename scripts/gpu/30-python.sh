@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# GPU checks of the Python front end, run by scripts/gpu-check.sh on the GPU
+# box (python3 there has torch with CUDA; no network): builds the extension
+# with the CUDA backend (toolkit under CUDA_HOME or /usr/local/cuda) and runs
+# all Python tests, the CUDA ones (python/tests/test_gpu.py) included.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+exec scripts/python-test.sh "${PYTHON:-python3}"

@@ -1,0 +1,77 @@
+"""Builds pinloader._pinloader: the CPython binding (python/pinloader/_pinloader.c)
+compiled together with the C library's sources (src/*.c), so the wheel needs
+no separately installed libpinloader.
+
+The CUDA backend is built when a toolkit is found (CUDA_HOME, CUDA_PATH or
+/usr/local/cuda with include/cuda_runtime.h and a static libcudart); it links
+the static CUDA runtime, so the module runs wherever a driver exists and falls
+back to the CPU without one. PINLOADER_NO_CUDA=1 forces the host-only build.
+"""
+import glob
+import os
+
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def find_cuda():
+    """(include dir, libcudart_static.a) or None."""
+    if os.environ.get("PINLOADER_NO_CUDA", "") not in ("", "0"):
+        return None
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for root in filter(None, roots):
+        inc = os.path.join(root, "include")
+        if not os.path.isfile(os.path.join(inc, "cuda_runtime.h")):
+            continue
+        for libdir in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+            lib = os.path.join(root, libdir, "libcudart_static.a")
+            if os.path.isfile(lib):
+                return inc, lib
+    return None
+
+
+def library_sources():
+    # setuptools wants paths relative to setup.py.
+    srcs = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "src", "*.c")))
+    return [s for s in srcs if os.path.basename(s) not in ("backend_cuda.c", "backend_cuda_none.c")]
+
+
+def extension():
+    sources = ["python/pinloader/_pinloader.c"] + library_sources()
+    include_dirs = ["include", "src", "python/pinloader"]
+    # gnu-flavoured C11 as the CMake build (pthreads, mmap, clock_gettime);
+    # the library's symbols stay inside the module (PL_STATIC_DEFINE + hidden).
+    cflags = ["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-O2"]
+    macros = [("PL_STATIC_DEFINE", "1")]
+    libraries = ["z", "m", "pthread"]
+    extra_objects = []
+    cuda = find_cuda()
+    if cuda:
+        inc, lib = cuda
+        sources.append("src/backend_cuda.c")
+        include_dirs.append(inc)
+        macros.append(("PL_HAVE_CUDA", "1"))
+        extra_objects.append(lib)
+        libraries += ["dl", "rt"]
+    else:
+        sources.append("src/backend_cuda_none.c")
+    return Extension(
+        "pinloader._pinloader",
+        sources=sources,
+        include_dirs=include_dirs,
+        define_macros=macros,
+        extra_compile_args=cflags,
+        libraries=libraries,
+        extra_objects=extra_objects,
+        depends=glob.glob(os.path.join(HERE, "include", "*.h"))
+        + glob.glob(os.path.join(HERE, "src", "*.h"))
+        + glob.glob(os.path.join(HERE, "python", "pinloader", "*.h")),
+    )
+
+
+setup(
+    ext_modules=[extension()],
+    # Out of CMake's build/: the Python build lives in build-python/.
+    options={"build": {"build_base": "build-python"}},
+)
