@@ -341,9 +341,6 @@ def main():
         ts, tw = torch_seed(ds, a, cuda), torch_sweep(ds, a, cuda)
         t_torch = time.perf_counter() - t0
         ps, pw = pl_loader_py(pl, paths, a, cuda) if pl is not None else pl_loader_cli(cli, paths, a, cuda)
-        if pl is not None and cuda:
-            print("\nnote: the Python package always stages CUDA batches in pinned memory, so its "
-                  "'pin off' rows differ from 'pin on' only by non_blocking=False")
         print("\n3a. seed benchmark: batch %d, %d workers, ToTensor, %.0f ms CPU work per batch, "
               "epoch s (floor %.2f s)" % (a.batch_size, a.workers, a.work_ms,
                                           -(-len(ds) // a.batch_size) * a.work_ms / 1e3))

@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* Reads the first variable of `names` that is set; 0 if none is. */
-static pl_status env_u32(const char *const *names, uint32_t *out, int *found,
-                         pl_error *err) {
-  *found = 0;
+/* Reads the first variable of `names` that is set, a plain decimal number
+ * (strtoull alone would also take " 1", "+1" and "-1"). *found names it;
+ * NULL if none is set. */
+static pl_status env_u32(const char *const *names, uint32_t *out,
+                         const char **found, pl_error *err) {
+  *found = NULL;
   for (; *names; names++) {
     const char *v = getenv(*names);
     if (!v)
@@ -17,12 +19,12 @@ static pl_status env_u32(const char *const *names, uint32_t *out, int *found,
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || errno || x > UINT32_MAX || v[0] == '-')
+    if (v[0] < '0' || v[0] > '9' || *end || errno || x > UINT32_MAX)
       return pl_errorf(err, PL_INVALID_ARGUMENT,
                        "environment variable %s=\"%s\" is not a rank number",
                        *names, v);
     *out = (uint32_t)x;
-    *found = 1;
+    *found = *names;
     return PL_OK;
   }
   return PL_OK;
@@ -38,14 +40,15 @@ pl_status pl_loader_config_from_env(pl_loader_config *cfg, pl_error *err) {
   if (!cfg)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "cfg is NULL");
   uint32_t r = cfg->rank, w = cfg->world_size, l = 0;
-  int fr, fw, fl;
+  const char *fr, *fw, *fl;
   PL_TRY(env_u32(rank, &r, &fr, err));
   PL_TRY(env_u32(world, &w, &fw, err));
   PL_TRY(env_u32(local, &l, &fl, err));
   if (w == 0 || r >= w)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "rank %u from the environment is not below world size %u",
-                     r, w);
+                     "rank %s%s%u is not below world size %s%s%u",
+                     fr ? fr : "", fr ? "=" : "", r, fw ? fw : "",
+                     fw ? "=" : "", w);
   cfg->rank = r;
   cfg->world_size = w;
   if (fl && l <= INT32_MAX)

@@ -102,6 +102,10 @@ class DataLoader:
     sample may take to read (a slower read fails the batch with
     pinloader.Error, status PL_TIMEOUT).
 
+    pin_memory defaults to None: page-locked staging when device is CUDA,
+    none for CPU batches; pin_memory=False with a CUDA device stages in
+    pageable memory, as torch does without pinning (slower; for comparison).
+
     Extra arguments: seed, device ('cpu' | 'cuda' | 'cuda:N'), non_blocking,
     pinned_budget (bytes of page-locked memory, 0 = what prefetch needs),
     max_batch_buffers (batch buffers the pool may grow to, counting batches
@@ -111,7 +115,7 @@ class DataLoader:
     arrays; 'torch', 'numpy', or 'raw' for the DLPack exporters).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=False,
+    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=None,
                  drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
                  device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
                  max_batch_buffers=0, output="auto"):
@@ -130,7 +134,9 @@ class DataLoader:
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.num_workers = int(num_workers)
-        self.pin_memory = bool(pin_memory)
+        # None: pinned staging for CUDA batches (the point of the exercise);
+        # False keeps PyTorch's meaning: pageable staging, a plain copy.
+        self.pin_memory = (kind == "cuda") if pin_memory is None else bool(pin_memory)
         self.drop_last = bool(drop_last)
         self.prefetch_factor = int(prefetch_factor)
         self.persistent_workers = bool(persistent_workers)
@@ -151,9 +157,7 @@ class DataLoader:
             prefetch=self.prefetch_factor * max(1, self.num_workers),
             device=kind,
             device_index=index,
-            # CUDA batches are always staged in page-locked memory (the point
-            # of the exercise); pin_memory decides it for host batches.
-            pin_memory=True if kind == "cuda" else self.pin_memory,
+            pin_memory=self.pin_memory,
             non_blocking=bool(non_blocking),
             pinned_budget=int(pinned_budget),
             max_batch_buffers=int(max_batch_buffers),
