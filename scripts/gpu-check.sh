@@ -9,6 +9,9 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 logs=$(mktemp -d)
 export PL_GPU_LOGS=$logs
+# Fashion-MNIST is a Debian package here but not on the GPU box: a copy in
+# .data/ (git-ignored) travels with the tree when the call carries it.
+[ -d .data/fashion-mnist ] && export PL_FASHION_DIR=$PWD/.data/fashion-mnist
 summary=$out/summary.txt
 {
   echo "gpu-check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
