@@ -1,6 +1,7 @@
 /* Dataset objects: creation from a source's vtable, reference counting,
  * field metadata, and reads with the sample index in the error. */
 #include "dataset.h"
+#include "memcopy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -129,5 +130,7 @@ pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
                      "sample %llu is out of range (length %llu)",
                      (unsigned long long)index,
                      (unsigned long long)ds->length);
-  return pl_dataset_read_sample(ds, index, dst, err);
+  pl_status s = pl_dataset_read_sample(ds, index, dst, err);
+  pl_copy_fence(); /* sources may use streaming stores */
+  return s;
 }

@@ -2,6 +2,7 @@
  * Read loader_internal.h first: it states the ownership and locking rules
  * this file follows. */
 #include "loader_internal.h"
+#include "memcopy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -205,6 +206,7 @@ static void fill(pl_core *c, pl_batch *b) {
   pl_status s = c->be->vt->fill_begin(c->be, &b->mem, &b->err);
   if (s == PL_OK) {
     s = read_samples(c, b);
+    pl_copy_fence(); /* the sources' streaming stores land before the DMA */
     if (s == PL_OK)
       s = c->be->vt->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
     else

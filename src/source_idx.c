@@ -5,6 +5,7 @@
  * dims[1:]. Multi-byte elements are swapped to host order in read (so view
  * offers only single-byte fields, or all on a big-endian host). */
 #include "dataset.h"
+#include "memcopy.h"
 #include "file_map.h"
 
 #include <stdlib.h>
@@ -153,9 +154,13 @@ static pl_status idx_read(const pl_dataset *ds, uint64_t index,
   const idx_impl *im = ds->impl;
   for (int i = 0; i < 2; i++) {
     const idx_file *x = &im->file[i];
-    memcpy(dst[i], idx_sample(x, index), x->sample_bytes);
     size_t elem = pl_dtype_size(x->dtype);
-    if (elem > 1 && !host_is_big_endian())
+    if (elem == 1) { /* bytes as they are: stream them into the batch */
+      pl_copy_stream(dst[i], idx_sample(x, index), x->sample_bytes);
+      continue;
+    }
+    memcpy(dst[i], idx_sample(x, index), x->sample_bytes);
+    if (!host_is_big_endian())
       swap_elements(dst[i], x->sample_bytes, elem);
   }
   return PL_OK;

@@ -5,6 +5,7 @@
  * holds i; a read is one memcpy per field out of the mapping, and `view`
  * hands out a pointer into it. */
 #include "dataset.h"
+#include "memcopy.h"
 #include "file_map.h"
 
 #include <stdlib.h>
@@ -58,7 +59,7 @@ static pl_status records_read(const pl_dataset *ds, uint64_t index,
   const records_impl *r = ds->impl;
   const uint8_t *rec = records_at(r, index);
   for (int i = 0; i < r->nfields; i++)
-    memcpy(dst[i], rec + r->offsets[i], r->field_bytes[i]);
+    pl_copy_stream(dst[i], rec + r->offsets[i], r->field_bytes[i]);
   return PL_OK;
 }
 
