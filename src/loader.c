@@ -12,6 +12,10 @@
 
 enum { FIELD_ALIGN = 256, MAX_WORKERS = 1024, MAX_PREFETCH = 4096 };
 
+/* Batches this large are written with streaming stores (memcopy.h): a few
+ * of them in flight no longer fit in any last-level cache. */
+#define STREAM_BATCH_BYTES (16ull << 20)
+
 /* ------------------------------------------------------------ config */
 
 void pl_loader_config_init(pl_loader_config *cfg) {
@@ -203,6 +207,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b) {
 static void fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   compute_indices(c, b);
+  pl_copy_set_streaming(c->buf_bytes >= STREAM_BATCH_BYTES);
   pl_status s = c->be->vt->fill_begin(c->be, &b->mem, &b->err);
   if (s == PL_OK) {
     s = read_samples(c, b);

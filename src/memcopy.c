@@ -4,6 +4,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Per-thread by design: each worker decides for the batches it fills. */
+static _Thread_local int streaming;
+
+void pl_copy_set_streaming(int on) { streaming = on; }
+
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 
@@ -12,7 +17,7 @@
 enum { STREAM_MIN = 1024 };
 
 void pl_copy_stream(void *dst, const void *src, size_t n) {
-  if (n < STREAM_MIN) {
+  if (!streaming || n < STREAM_MIN) {
     memcpy(dst, src, n);
     return;
   }
