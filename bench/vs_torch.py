@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 RECORD = 3073  # label byte + 3x32x32 CHW pixels
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -206,7 +206,51 @@ def torch_sweep(ds, a, cuda):
     return rows
 
 
+def torch_uint8(paths, a, cuda):
+    """The uint8 workload as torch users run it at best: the whole data set
+    in one uint8 tensor (TensorDataset: no decoding, no PIL), shuffled."""
+    raw = np.concatenate([np.fromfile(p, dtype=np.uint8).reshape(-1, 3073) for p in paths])
+    tds = TensorDataset(torch.from_numpy(raw[:, 1:].reshape(-1, 3, 32, 32).copy()),
+                        torch.from_numpy(raw[:, 0].copy()))
+    rows = []
+    for w in a.uint8_workers:
+        ld = DataLoader(tds, batch_size=a.batch_size, shuffle=True, num_workers=w,
+                        pin_memory=cuda, persistent_workers=w > 0)
+        run_epoch(ld, cuda, cuda, 0)  # start the workers outside the timing
+        t, n = 0.0, 0
+        for _ in range(2):
+            dt, dn = run_epoch(ld, cuda, cuda, 0)
+            t, n = t + dt, n + dn
+        rows.append({"workers": w, "samples_per_s": n / t})
+        del ld
+    return rows
+
+
 # ------------------------------------------------------------- pinloader side
+
+def pl_uint8_py(pl, paths, a, cuda):
+    ds = pl.datasets.CIFAR10(paths)
+    rows = []
+    for w in a.uint8_workers:
+        ld = pl.DataLoader(ds, batch_size=a.batch_size, shuffle=True, num_workers=w,
+                           device="cuda" if cuda else "cpu", seed=0)
+        py_epoch(ld, 0)
+        t, n = 0.0, 0
+        for _ in range(20):  # an epoch takes milliseconds: time many
+            dt, dn = py_epoch(ld, 0)
+            t, n = t + dt, n + dn
+        rows.append({"workers": w, "samples_per_s": n / t})
+        del ld
+    return rows
+
+
+def pl_uint8_cli(cli, paths, a, cuda):
+    run = cli_json(cli, ["loader", "--no-seed", "--full", "--data", ",".join(paths),
+                         "--batch-size", str(a.batch_size), "--device", "cuda" if cuda else "cpu",
+                         "--sweep", ",".join(map(str, a.uint8_workers))])
+    return [{"workers": r["workers"], "samples_per_s": r["samples_per_s"]}
+            for r in run["loader"]["sweep"] if r["dtype"] == "uint8" and r["pin"]]
+
 
 def cli_json(cli, args):
     cmd = [cli, "bench"] + args + ["--json", "-", "--no-plot", "--quiet"]
@@ -280,6 +324,7 @@ def main():
     ap.add_argument("--work-ms", type=float, help="CPU work per batch (default 100; quick 10)")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--sweep", help="worker counts (default 0,6,14; quick 0,2)")
+    ap.add_argument("--uint8-workers", help="worker counts of the uint8 workload (default 6,14; quick 2)")
     ap.add_argument("--quick", action="store_true", help="small defaults: seconds on a CPU")
     ap.add_argument("--force-cli", action="store_true", help="use the CLI even if the package imports")
     a = ap.parse_args()
@@ -288,6 +333,7 @@ def main():
     a.work_ms = a.work_ms if a.work_ms is not None else (10 if q else 100)
     a.sweep = a.sweep or ("0,2" if q else "0,6,14")
     a.sweep = [int(w) for w in a.sweep.split(",")]
+    a.uint8_workers = [int(w) for w in (a.uint8_workers or ("2" if q else "6,14")).split(",")]
     cuda = torch.cuda.is_available()
     cli = find_cli(a.cli)
     pl = None if a.force_cli else import_pinloader()
@@ -361,7 +407,20 @@ def main():
                 t["workers"], "on" if t["pin"] else "off", t["samples_per_s"],
                 p["samples_per_s"] if p else float("nan"),
                 ratio(p["samples_per_s"], t["samples_per_s"]) if p else float("nan")))
-        res.update(seed=ts, sweep=tw, torch_loader_s=t_torch)
+        tu = torch_uint8(paths, a, cuda)
+        pu = pl_uint8_py(pl, paths, a, cuda) if pl is not None else pl_uint8_cli(cli, paths, a, cuda)
+        print("\n3c. uint8 CIFAR-10 (3,072-byte samples), shuffled, batch %d, into %s: samples/s"
+              % (a.batch_size, "the GPU" if cuda else "host batches"))
+        print("    torch: TensorDataset over one uint8 tensor%s; pinloader: CIFAR10 files"
+              % (", pin_memory, .cuda(non_blocking=True)" if cuda else ""))
+        print("%7s %12s %12s %16s" % ("workers", "torch", "pinloader", "pinloader/torch"))
+        for t in tu:
+            p = next((r for r in pu if r["workers"] == t["workers"]), None)
+            t["pinloader_samples_per_s"] = p and p["samples_per_s"]
+            print("%7d %12.0f %12.0f %15.2fx" % (
+                t["workers"], t["samples_per_s"], p["samples_per_s"] if p else float("nan"),
+                ratio(p["samples_per_s"], t["samples_per_s"]) if p else float("nan")))
+        res.update(seed=ts, sweep=tw, uint8=tu, torch_loader_s=t_torch)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
