@@ -9,12 +9,13 @@
  * 150 KB images reached 36 GB/s with the copy engine able to do 55).
  * Non-temporal stores skip that read and leave the caches alone.
  *
- * But when the staging buffers in use fit in the last-level cache, ordinary
- * stores win: the copy engine then reads the bytes from the cache (measured:
- * batches of 1024 CIFAR images, 3 MB, went from 13.8 M to 12.5 M samples/s
- * with streaming stores, while 96 MB batches of the same images went from
- * 27 to 36 GB/s). So streaming is a per-thread switch that the loader turns
- * on for its workers when a batch buffer is large (loader.c).
+ * With them, 77 MB batches went from 36 to 46 GB/s and 96 MB batches of CIFAR
+ * images from 27 to 36 GB/s. But when the few staging buffers in use fit in
+ * the last-level cache, ordinary stores let the copy engine read the bytes
+ * from the cache without touching DRAM (for 3 MB batches the two measured
+ * the same, within run-to-run noise). So streaming is a per-thread switch
+ * that the loader turns on for its workers when a batch buffer is large
+ * (loader.c); bench/results/gpu-engine-h200-2026-12-01.md has the numbers.
  *
  * Non-temporal stores are weakly ordered: whoever used pl_copy_stream must
  * call pl_copy_fence before the bytes are handed to another agent (the
