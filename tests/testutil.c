@@ -107,3 +107,13 @@ uint64_t pl_test_fnv1a(uint64_t h, const void *data, size_t n) {
   }
   return h;
 }
+
+void pl_test_capture_log(void *user, pl_log_level level, const char *msg) {
+  pl_test_log *lc = user;
+  pthread_mutex_lock(&lc->mu);
+  if (level == PL_LOG_WARN) {
+    lc->warnings++;
+    snprintf(lc->last, sizeof lc->last, "%s", msg);
+  }
+  pthread_mutex_unlock(&lc->mu);
+}

@@ -6,6 +6,7 @@
 
 #include "pinloader.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,6 +92,16 @@ int pl_test_write_idx(const char *images, const char *labels, uint32_t n,
  * record = label (pl_test_byte(i, 1u << 20) % 10) + 3072 pixel bytes
  * pl_test_byte(i, 0..3071). */
 int pl_test_write_cifar(const char *path, uint64_t first, uint32_t n);
+
+/* A log hook (pl_loader_config.log) that counts warnings and keeps the last
+ * one; thread-safe. Initialise with PL_TEST_LOG_INIT. */
+typedef struct pl_test_log {
+  pthread_mutex_t mu;
+  int warnings;
+  char last[512];
+} pl_test_log;
+#define PL_TEST_LOG_INIT {PTHREAD_MUTEX_INITIALIZER, 0, ""}
+void pl_test_capture_log(void *user, pl_log_level level, const char *msg);
 
 /* 64-bit FNV-1a, continued from h (start with PL_FNV_OFFSET). */
 #define PL_FNV_OFFSET 0xcbf29ce484222325ull

@@ -22,29 +22,14 @@ int main(void) {
 
 /* ---------------------------------------------------------------- log */
 
-typedef struct log_capture {
-  pthread_mutex_t mu;
-  int warnings;
-  char last_warning[512];
-} log_capture;
 
-static void capture_log(void *user, pl_log_level level, const char *msg) {
-  log_capture *lc = user;
-  pthread_mutex_lock(&lc->mu);
-  if (level == PL_LOG_WARN) {
-    lc->warnings++;
-    snprintf(lc->last_warning, sizeof lc->last_warning, "%s", msg);
-  }
-  pthread_mutex_unlock(&lc->mu);
-}
-
-static log_capture g_log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
-static const pl_logger g_logger = {capture_log, &g_log, PL_LOG_DEBUG};
+static pl_test_log g_log = PL_TEST_LOG_INIT;
+static const pl_logger g_logger = {pl_test_capture_log, &g_log, PL_LOG_DEBUG};
 
 static void log_reset(void) {
   pthread_mutex_lock(&g_log.mu);
   g_log.warnings = 0;
-  g_log.last_warning[0] = '\0';
+  g_log.last[0] = '\0';
   pthread_mutex_unlock(&g_log.mu);
 }
 
@@ -373,8 +358,8 @@ static void test_budget(void) {
   CHECK_EQ_U64(s.pinned_bytes, pl_pages_size(bytes));
   CHECK_EQ_U64(s.pinned_fallbacks, 2);
   CHECK(g_log.warnings == 1);
-  CHECK(strstr(g_log.last_warning, "pinned budget") != NULL);
-  CHECK(strstr(g_log.last_warning, "pageable") != NULL);
+  CHECK(strstr(g_log.last, "pinned budget") != NULL);
+  CHECK(strstr(g_log.last, "pageable") != NULL);
   for (int i = 0; i < 3; i++)
     be->vt->buf_free(be, &m[i]);
   be->vt->destroy(be);
@@ -478,8 +463,8 @@ static void test_faults(void) {
   CHECK_EQ_U64(s.pinned_fallbacks, 1);
   CHECK_EQ_U64(s.pinned_bytes, 0);
   CHECK(g_log.warnings == 1);
-  CHECK(strstr(g_log.last_warning, "pinning a") != NULL);
-  CHECK(strstr(g_log.last_warning, "cudaHost") != NULL);
+  CHECK(strstr(g_log.last, "pinning a") != NULL);
+  CHECK(strstr(g_log.last, "cudaHost") != NULL);
   pl_fault_reset();
 
   /* Copy submission failure: reported, the staging buffer comes back. */

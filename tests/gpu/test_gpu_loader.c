@@ -65,23 +65,8 @@ static pl_dataset *make_dataset(uint64_t n, ds_user *u) {
 
 /* ---------------------------------------------------------------- log */
 
-typedef struct log_capture {
-  pthread_mutex_t mu;
-  int warnings;
-  char last[512];
-} log_capture;
 
-static void capture_log(void *user, pl_log_level level, const char *msg) {
-  log_capture *lc = user;
-  pthread_mutex_lock(&lc->mu);
-  if (level == PL_LOG_WARN) {
-    lc->warnings++;
-    snprintf(lc->last, sizeof lc->last, "%s", msg);
-  }
-  pthread_mutex_unlock(&lc->mu);
-}
-
-static log_capture g_log = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+static pl_test_log g_log = PL_TEST_LOG_INIT;
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -96,7 +81,7 @@ static pl_loader_config config(uint32_t bs, int workers, int prefetch,
   c.device_index = 0;
   c.pin_memory = pin;
   c.non_blocking = nb;
-  c.log = capture_log;
+  c.log = pl_test_capture_log;
   c.log_user = &g_log;
   return c;
 }
