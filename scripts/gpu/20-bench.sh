@@ -36,6 +36,35 @@ r=$?
 if [ $r -ne 0 ]; then echo "pinloader bench: exit $r (124 = over its 110 s)"; rc=1; fi
 echo "bench done at +$(( $(date +%s) - t0 )) s"
 
+echo "== the bandwidth table against plain cudaMemcpyAsync (bench/plain_copy.c), same run"
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if gcc -O2 -I"$cuda/include" bench/plain_copy.c -o "$logs/plain_copy" -L"$cuda/lib64" \
+     -lcudart_static -lpthread -ldl -lrt 2>"$logs/plain_copy_build.log" &&
+   "$logs/plain_copy" >"$logs/plain_copy.txt"; then
+  python3 - "$out/bench.json" "$logs/plain_copy.txt" <<'PY' || rc=1
+import json, sys
+rows = {r["bytes"]: r for r in json.load(open(sys.argv[1]))["bandwidth"]["rows"]}
+worst = 0
+print("%10s %14s %14s %7s | %14s %14s %7s" % ("bytes", "bench pinned", "plain pinned", "diff",
+                                              "bench pageable", "plain pageable", "diff"))
+for line in open(sys.argv[2]):
+    n, pin, page = line.split(); n = int(n); pin = float(pin); page = float(page)
+    r = rows.get(n)
+    if not r:
+        continue
+    dp = r["h2d_pinned_async"] / pin - 1
+    dg = r["h2d_pageable"] / page - 1
+    worst = max(worst, abs(dp))
+    print("%10d %14.2f %14.2f %+6.1f%% | %14.2f %14.2f %+6.1f%%" % (
+        n, r["h2d_pinned_async"], pin, 100 * dp, r["h2d_pageable"], page, 100 * dg))
+print("pinned: largest difference %.1f%% (within 5%%: %s); pageable copies vary run to run"
+      % (100 * worst, "yes" if worst <= 0.05 else "NO"))
+sys.exit(0 if worst <= 0.05 else 1)
+PY
+else
+  echo "plain_copy: build or run failed"; cat "$logs/plain_copy_build.log"; rc=1
+fi
+
 echo "== bench/vs_torch.py"
 # Through the Python package, as its users run it: build it (CUDA backend)
 # into a scratch directory first.
