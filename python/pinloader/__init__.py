@@ -77,6 +77,13 @@ def _converter(output):
     return _numpy_from
 
 
+def _from_dataset(exc):
+    """Whether exc was raised by a Python dataset's __getitem__ (the note
+    _pinloader adds; before 3.11 such errors are PL_CALLBACK Errors)."""
+    notes = getattr(exc, "__notes__", None) or ()
+    return any(str(n).startswith("pinloader: raised by dataset[") for n in notes)
+
+
 _live = weakref.WeakSet()
 
 
@@ -196,11 +203,16 @@ class DataLoader:
             except Error as e:
                 # A failed batch ends its epoch; an exhausted pool loses
                 # nothing (the epoch goes on once batches are released).
-                if e.status != "PL_EXHAUSTED":
+                # getattr: __getitem__ may raise a pinloader.Error of its own.
+                if getattr(e, "status", None) != "PL_EXHAUSTED" or _from_dataset(e):
                     self._mid_epoch = False
                 raise
             except KeyboardInterrupt:
-                raise  # the wait was interrupted; the epoch goes on
+                # Raised by __getitem__: the C side ended the epoch, and the
+                # next iter() begins the next one. Raised while waiting: the
+                # next iter() goes on with this epoch, nothing lost.
+                self._mid_epoch = False
+                raise
             except BaseException:
                 self._mid_epoch = False  # __getitem__ raised: epoch ended
                 raise

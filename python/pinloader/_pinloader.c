@@ -29,6 +29,7 @@
 #include "dlpack.h"
 #include "pinloader.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,10 @@
 #define GETITEM_MARK "__getitem__("
 
 static PyObject *Error; /* pinloader.Error(RuntimeError) */
+/* Nonzero while this thread runs a Python dataset's __getitem__ for a
+ * loader: a loader freed then (the GC ran inside __getitem__) may be the one
+ * whose worker this is, so it must not be joined from here. */
+static _Thread_local int in_getitem;
 static PyTypeObject DatasetType, LoaderType, BatchType, FieldArrayType;
 
 static int py_finalizing(void) {
@@ -300,8 +305,10 @@ static void pycb_free(void *user) {
   pycb *cb = user;
   if (!cb)
     return;
-  if (py_finalizing())
-    return; /* the objects die with the interpreter; touching them could hang */
+  if (py_finalizing()) {
+    free(cb); /* its objects die with the interpreter; touching them could hang */
+    return;
+  }
   PyGILState_STATE g = PyGILState_Ensure();
   Py_XDECREF(cb->dataset);
   Py_XDECREF(cb->convert);
@@ -410,7 +417,9 @@ static int pycb_get_item(void *user, uint64_t index, void *const *dst,
     return 2;
   }
   PyGILState_STATE g = PyGILState_Ensure();
+  in_getitem++;
   int rc = pycb_fill(cb, index, dst);
+  in_getitem--;
   if (rc != 0)
     pycb_store_error(cb, index, msg, msg_len);
   PyGILState_Release(g);
@@ -474,6 +483,8 @@ static PyObject *dataset_is_python(DatasetObject *self, void *unused) {
   return PyBool_FromLong(self->cb != NULL);
 }
 
+static PyObject *raise_callback(pycb *cb, const pl_error *err);
+
 /* read(i) -> tuple of bytes, one per field (pl_dataset_read). */
 static PyObject *dataset_read(DatasetObject *self, PyObject *arg) {
   unsigned long long index = PyLong_AsUnsignedLongLong(arg);
@@ -505,7 +516,8 @@ static PyObject *dataset_read(DatasetObject *self, PyObject *arg) {
   Py_END_ALLOW_THREADS
   if (s != PL_OK) {
     Py_DECREF(out);
-    return raise_pl(&err);
+    /* A Python __getitem__'s exception, not left in cb->errors. */
+    return s == PL_CALLBACK ? raise_callback(self->cb, &err) : raise_pl(&err);
   }
   return out;
 }
@@ -1363,11 +1375,25 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   return (PyObject *)self;
 }
 
+static void *destroy_thread(void *ld) {
+  pl_loader_destroy(ld);
+  return NULL;
+}
+
 static void loader_destroy(LoaderObject *self) {
   pl_loader *ld = self->ld;
   self->ld = NULL;
   if (!ld)
     return;
+  if (in_getitem) {
+    /* Inside a worker's __getitem__ (the GC collected the loader there):
+     * joining this very worker would free the dataset under it. A thread of
+     * its own destroys the loader once the worker is out of __getitem__. */
+    pthread_t t;
+    if (pthread_create(&t, NULL, destroy_thread, ld) == 0)
+      pthread_detach(t);
+    return; /* else leak it: better than a use after free */
+  }
   /* Workers may be waiting for the GIL inside __getitem__. */
   Py_BEGIN_ALLOW_THREADS
   pl_loader_destroy(ld);
@@ -1408,8 +1434,7 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
 
 /* The stored exception of the failed sample named in err, re-raised with a
  * note naming the sample index. */
-static PyObject *raise_callback(LoaderObject *self, const pl_error *err) {
-  pycb *cb = self->dso->cb;
+static PyObject *raise_callback(pycb *cb, const pl_error *err) {
   const char *mark = strstr(err->message, GETITEM_MARK);
   if (!cb || !mark)
     return raise_pl(err);
@@ -1445,7 +1470,7 @@ static PyObject *raise_callback(LoaderObject *self, const pl_error *err) {
 
 static PyObject *raise_next(LoaderObject *self, const pl_error *err) {
   if (err->status == PL_CALLBACK)
-    return raise_callback(self, err);
+    return raise_callback(self->dso->cb, err);
   if (err->status != PL_EXHAUSTED)
     return raise_pl(err);
   pl_loader_stats st;

@@ -91,3 +91,97 @@ def test_unsupported_sample_is_type_error():
         pinloader.DataLoader([object()], batch_size=1)
     with pytest.raises(ValueError, match="empty"):
         pinloader.DataLoader([], batch_size=1)
+
+
+GC_IN_WORKER = r"""
+import gc, threading, time, weakref
+import numpy as np
+import pinloader
+
+gc.disable()
+go = threading.Event()
+class DS:
+    def __len__(self):
+        return 1000
+    def __getitem__(self, i):
+        if i == 30:  # a worker prefetching: the GC runs here, on that worker
+            go.wait(10)
+            gc.collect()
+        return np.full(4, i, np.int64)
+class Owner:
+    pass
+ds = DS()
+alive = weakref.ref(ds)
+o = Owner()
+o.loader = pinloader.DataLoader(ds, batch_size=10, num_workers=2, output="numpy")
+o.loader.owner = o  # a cycle: only the GC frees the loader
+it = iter(o.loader)
+next(it)
+del it, o, ds
+go.set()
+for _ in range(100):  # the loader is destroyed, and the dataset freed, soon
+    if alive() is None:
+        break
+    time.sleep(0.05)
+print("freed" if alive() is None else "alive")
+"""
+
+
+def test_loader_collected_inside_its_own_getitem():
+    # The GC, run by a worker inside __getitem__, frees the loader: it used
+    # to join that very worker and free the dataset under it (use after free).
+    import os
+    import subprocess
+    import sys
+
+    # Under an ASan build LeakSanitizer would fail the child for the
+    # interpreter's own allocations at exit; use-after-free still aborts it.
+    env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    r = subprocess.run([sys.executable, "-c", GC_IN_WORKER], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "freed"
+
+
+class Interrupting(Squares):
+    def __getitem__(self, i):
+        if i == self.fail_at:
+            raise KeyboardInterrupt("ctrl-c in getitem")
+        return super().__getitem__(i)
+
+
+def test_keyboard_interrupt_from_getitem_ends_only_its_epoch():
+    ds = Interrupting(n=16, fail_at=6)
+    loader = pinloader.DataLoader(ds, batch_size=4, output="numpy")
+    it = iter(loader)
+    next(it)
+    with pytest.raises(KeyboardInterrupt, match="ctrl-c in getitem"):
+        next(it)
+    assert loader.epoch == 1  # the failed batch ended epoch 0
+    ds.fail_at = None
+    batches = list(loader)
+    assert loader.epoch == 2 and len(batches) == 4  # epoch 1 was not skipped
+    np.testing.assert_array_equal(np.concatenate([y for _, y in batches]), np.arange(16))
+
+
+def test_getitem_raising_pinloader_error():
+    class Raises(Squares):
+        def __getitem__(self, i):
+            if i == 5:
+                raise pinloader.Error("no status here")
+            return super().__getitem__(i)
+
+    loader = pinloader.DataLoader(Raises(n=8), batch_size=4, output="numpy")
+    with pytest.raises(pinloader.Error, match="no status here"):
+        list(loader)  # itself, not an AttributeError on .status
+    assert loader.epoch == 1
+    next(iter(loader))
+    assert loader.epoch == 1  # the next iteration loads epoch 1, not 2
+
+
+def test_dataset_read_reraises_getitem_exception():
+    # ds[i] of a view over a Python dataset reads through its __getitem__.
+    view = pinloader.datasets.to_float32(Squares(n=4, fail_at=2), "0", 0.5)
+    np.testing.assert_array_equal(view[1][0], np.full((2, 3), 0.5, np.float32))
+    with pytest.raises(ValueError, match="boom at 2") as e:
+        view[2]
+    assert "dataset[2]" in "\n".join(getattr(e.value, "__notes__", []))
