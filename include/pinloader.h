@@ -214,7 +214,8 @@ PL_API pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
 /* ---------------------------------------------------------------- loader */
 
 typedef enum pl_device_kind {
-  PL_DEVICE_AUTO = 0, /* CUDA device 0 when one is usable, else the CPU */
+  PL_DEVICE_AUTO = 0, /* CUDA device `device_index` (0 unless set, e.g. by
+                         pl_loader_config_from_env) when usable, else CPU */
   PL_DEVICE_CPU,
   PL_DEVICE_CUDA
 } pl_device_kind;
@@ -259,7 +260,9 @@ typedef struct pl_loader_config {
   uint64_t epoch; /* first epoch to load; default 0 */
 
   double timeout_s; /* a sample read slower than this fails the batch with
-                       PL_TIMEOUT; 0 waits forever */
+                       PL_TIMEOUT while the consumer waits for it; 0 waits
+                       forever. Needs num_workers > 0: with none, the read
+                       runs in the consumer's own thread */
 
   pl_log_fn log; /* NULL: messages are dropped */
   void *log_user;

@@ -589,12 +589,18 @@ static pl_status cuda_read_back(pl_backend *b, pl_bufmem *m, uint64_t offset,
 
 static void cuda_stats(pl_backend *b, pl_loader_stats *out) {
   cuda_backend *be = cb_of(b);
-  /* Fold in finished copies that no filler has looked at yet. */
+  /* Fold in finished copies that no filler has looked at yet. The device
+   * is made current first, as at every entry point: stats may be read from
+   * a thread that never used CUDA, which would otherwise get a context on
+   * device 0. */
+  pl_status s;
+  int prev = dev_enter(be, &s, NULL);
   pthread_mutex_lock(&be->mu);
-  for (int i = 0; i < be->cfg.staging_buffers; i++)
+  for (int i = 0; s == PL_OK && i < be->cfg.staging_buffers; i++)
     if (be->stages[i].state == STAGE_FREE)
       (void)stage_idle(be, &be->stages[i]);
   pthread_mutex_unlock(&be->mu);
+  dev_leave(be, prev);
   out->batches_copied += atomic_load(&be->batches_copied);
   out->bytes_copied += atomic_load(&be->bytes_copied);
   out->pinned_bytes += atomic_load(&be->pinned_bytes);

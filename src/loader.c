@@ -488,19 +488,20 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     job_locate(c, c->next_deliver, &next_b, &p);
     c->end_pending = next_b == 0;
   }
-  c->batches_delivered++;
-  c->samples_delivered += b->size;
-  c->bytes_delivered += (uint64_t)b->size * c->ds->sample_bytes;
   pthread_cond_signal(&c->work_cv); /* one more job may be claimed */
   pthread_mutex_unlock(&c->mu);
   pl_status s = c->be->vt->deliver(c->be, &b->mem, err);
   pthread_mutex_lock(&c->mu);
-  if (s != PL_OK) {
-    pthread_mutex_unlock(&c->mu);
-    pl_batch_release(b, NULL);
-    pthread_mutex_lock(&c->mu);
+  if (s != PL_OK) { /* the copy failed (sync mode): this epoch ends here */
+    b->state = SLOT_FREE;
+    c->refs--; /* the loader handle still holds one */
+    c->end_pending = 0;
+    skip_epoch_of(c, b->job);
     return s;
   }
+  c->batches_delivered++;
+  c->samples_delivered += b->size;
+  c->bytes_delivered += (uint64_t)b->size * c->ds->sample_bytes;
   *out = b;
   return PL_OK;
 }
@@ -555,10 +556,14 @@ static void timed_wait(pl_core *c, double deadline) {
     pthread_cond_wait(&c->ready_cv, &c->mu);
     return;
   }
-  /* Condition variables use CLOCK_REALTIME; convert the monotonic wake. */
+  /* Condition variables use CLOCK_REALTIME; convert the monotonic wake.
+   * A far deadline (wait_s = 1e300) would overflow time_t: the timedwait
+   * then fails at once without ever releasing mu, so no worker could
+   * publish, a hang. Wake at least daily; the caller rechecks the deadline. */
+  double rel = PL_MIN(wake - pl_now(), 86400.0);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (wake - pl_now());
+  double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + rel;
   if (at < 0)
     at = 0;
   ts.tv_sec = (time_t)at;
@@ -609,6 +614,8 @@ pl_status pl_loader_next_timed(pl_loader *ld, double wait_s, pl_batch **out,
   if (!ld || !out)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "loader and out are required");
   *out = NULL;
+  if (isnan(wait_s)) /* a NaN deadline: the same hang as in timed_wait */
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "wait_s is NaN");
   pl_core *c = ld->core;
   double t0 = pl_now();
   double deadline = wait_s < 0 ? INFINITY : t0 + wait_s;
@@ -633,6 +640,8 @@ pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
 }
 
 uint64_t pl_loader_epoch(const pl_loader *ld) {
+  if (!ld)
+    return 0;
   pl_core *c = ld->core;
   pthread_mutex_lock(&c->mu);
   uint64_t e = c->cur_epoch;
@@ -673,12 +682,12 @@ void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
 
 pl_device_kind pl_loader_device(const pl_loader *ld, int *index) {
   if (index)
-    *index = ld->core->be->device_index;
-  return ld->core->be->kind;
+    *index = ld ? ld->core->be->device_index : 0;
+  return ld ? ld->core->be->kind : PL_DEVICE_CPU;
 }
 
 const char *pl_loader_device_name(const pl_loader *ld) {
-  return ld->core->be->name;
+  return ld ? ld->core->be->name : "none";
 }
 
 /* ------------------------------------------------------------ position */
