@@ -14,7 +14,7 @@ export PL_GPU_LOGS=$logs
 [ -d .data/fashion-mnist ] && export PL_FASHION_DIR=$PWD/.data/fashion-mnist
 summary=$out/summary.txt
 {
-  echo "gpu-check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "gpu-check $(date -u +%FT%TZ) commit ${PL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>&1 | head -4
   nproc
 } >"$summary"
