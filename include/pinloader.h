@@ -247,11 +247,7 @@ typedef struct pl_loader_config {
   int pin_memory;     /* stage batches in page-locked memory; default 1 */
   int non_blocking;   /* copy asynchronously, order by events; default 1 */
   uint64_t pinned_budget; /* bytes of page-locked memory the loader may hold;
-                             0 means what the prefetch depth needs. A budget
-                             that also holds the dataset's mapped files lets
-                             a CUDA loader register them and copy contiguous
-                             batches (sequential order, fields stored apart
-                             as in IDX) straight from them, with no gather */
+                             0 means what the prefetch depth needs */
   uint64_t max_batch_buffers; /* batch buffers the pool may grow to, counting
                                  batches the consumer holds; 0 means
                                  prefetch + 2 + num_workers */
@@ -340,8 +336,6 @@ typedef struct pl_loader_stats {
   uint64_t pinned_bytes;        /* page-locked bytes held now */
   uint64_t pinned_fallbacks;    /* staging buffers that fell back to pageable */
   uint64_t batch_buffers;       /* batch buffers allocated in the pool */
-  uint64_t batches_direct;      /* copied straight from the dataset's file
-                                   pages, with no gather (pinned_budget) */
   double consumer_wait_s;       /* time pl_loader_next spent waiting */
   double worker_busy_s;         /* summed over workers: time filling batches */
   double copy_s;                /* summed device time of host-to-device copies */

@@ -39,14 +39,6 @@ typedef struct pl_bufmem {
   void *priv; /* backend's per-buffer state */
 } pl_bufmem;
 
-/* One copy of a batch filled without a gather: `len` bytes from source
- * memory the backend registered (register_source) to m->data + dst_off. */
-typedef struct pl_span {
-  const void *src;
-  uint64_t dst_off;
-  uint64_t len;
-} pl_span;
-
 typedef struct pl_backend_config {
   int device_index;
   int pin_memory;
@@ -75,16 +67,6 @@ typedef struct pl_backend_vt {
   /* Host copy of [offset, offset + n) of m->data, after the batch's copy. */
   pl_status (*read_back)(pl_backend *be, pl_bufmem *m, uint64_t offset,
                          void *dst, uint64_t n, pl_error *err);
-  /* Optional (NULL: not supported). Makes [ptr, ptr + len), memory the
-   * dataset holds (a mapped file), readable by the copy engine until the
-   * backend is destroyed, counted as pinned. Returns PL_OK or an error that
-   * says why not; the loader then keeps gathering. */
-  pl_status (*register_source)(pl_backend *be, const void *ptr, uint64_t len,
-                               pl_error *err);
-  /* Optional, with register_source: fills m->data straight from registered
-   * source memory, instead of fill_begin / fill_end. Worker thread. */
-  pl_status (*fill_spans)(pl_backend *be, pl_bufmem *m, const pl_span *spans,
-                          int n, pl_error *err);
   /* Adds the backend's counters (copies, pinned bytes, fallbacks, copy
    * time) into out. Thread-safe. */
   void (*stats)(pl_backend *be, pl_loader_stats *out);

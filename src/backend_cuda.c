@@ -71,10 +71,6 @@ typedef struct cuda_backend {
   uint64_t seq;      /* [mu] */
   uint64_t pin_reserved; /* [mu] pinned bytes held or being pinned */
 
-  void **sources;  /* [mu] registered dataset memory, unregistered at destroy */
-  uint64_t *source_len;
-  int nsources;
-
   atomic_int warned; /* the one pinning-fallback warning was logged */
   _Atomic uint64_t batches_copied, bytes_copied, pinned_bytes,
       pinned_fallbacks, copy_ns;
@@ -501,86 +497,6 @@ static pl_status cuda_fill_end(pl_backend *b, pl_bufmem *m, uint64_t used,
   WITH_DEVICE(be, err, fill_end_in(be, m, used, err));
 }
 
-/* ------------------------------------------------------------ direct */
-
-/* Registers dataset memory so the copy engine reads it in place: read-only
- * (a file mapped PROT_READ), counted against the pinned budget. */
-static pl_status register_in(cuda_backend *be, const void *ptr, uint64_t len,
-                             pl_error *err) {
-  pthread_mutex_lock(&be->mu);
-  int over = be->pin_reserved + len > be->budget;
-  void **p = over ? NULL
-                  : realloc(be->sources, (size_t)(be->nsources + 1) * sizeof *p);
-  uint64_t *l = p ? realloc(be->source_len, (size_t)(be->nsources + 1) * sizeof *l)
-                  : NULL;
-  if (p)
-    be->sources = p;
-  if (l)
-    be->source_len = l;
-  if (l)
-    be->pin_reserved += len;
-  pthread_mutex_unlock(&be->mu);
-  if (over)
-    return pl_errorf(err, PL_NO_MEMORY,
-                     "registering %llu bytes of dataset memory would pass the "
-                     "pinned budget of %llu bytes",
-                     (unsigned long long)len, (unsigned long long)be->budget);
-  if (!l)
-    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
-  cudaError_t rc = PL_FAULT(PL_FAULT_PIN_ALLOC)
-                       ? cudaErrorMemoryAllocation
-                       : cudaHostRegister((void *)ptr, len,
-                                          cudaHostRegisterReadOnly);
-  pthread_mutex_lock(&be->mu);
-  if (rc == cudaSuccess) {
-    be->sources[be->nsources] = (void *)ptr;
-    be->source_len[be->nsources++] = len;
-    atomic_fetch_add(&be->pinned_bytes, len);
-  } else {
-    be->pin_reserved -= len;
-  }
-  pthread_mutex_unlock(&be->mu);
-  return rc == cudaSuccess ? PL_OK
-                           : cuda_fail(err, rc, "cudaHostRegister(ReadOnly)");
-}
-
-static pl_status cuda_register_source(pl_backend *b, const void *ptr,
-                                      uint64_t len, pl_error *err) {
-  cuda_backend *be = cb_of(b);
-  WITH_DEVICE(be, err, register_in(be, ptr, len, err));
-}
-
-static pl_status spans_in(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
-                          int n, pl_error *err) {
-  cuda_buf *cb = m->priv;
-  cudaStream_t s = be->stream;
-  uint64_t total = 0;
-  if (cb->has_released) { /* the consumer's stream is done with m->data */
-    CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
-    cb->has_released = 0;
-  }
-  if (PL_FAULT(PL_FAULT_COPY))
-    return cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyAsync");
-  for (int i = 0; i < n; i++) {
-    if (sp[i].dst_off + sp[i].len > m->bytes)
-      return pl_errorf(err, PL_INVALID_ARGUMENT, "span %d is outside the batch", i);
-    CUDA_TRY(cudaMemcpyAsync((char *)m->data + sp[i].dst_off, sp[i].src,
-                             sp[i].len, cudaMemcpyHostToDevice, s),
-             err);
-    total += sp[i].len;
-  }
-  CUDA_TRY(cudaEventRecord(cb->done, s), err);
-  atomic_fetch_add(&be->batches_copied, 1);
-  atomic_fetch_add(&be->bytes_copied, total);
-  return PL_OK;
-}
-
-static pl_status cuda_fill_spans(pl_backend *b, pl_bufmem *m,
-                                 const pl_span *sp, int n, pl_error *err) {
-  cuda_backend *be = cb_of(b);
-  WITH_DEVICE(be, err, spans_in(be, m, sp, n, err));
-}
-
 static void cuda_fill_abort(pl_backend *b, pl_bufmem *m) {
   cuda_buf *cb = m->priv;
   if (cb->stage)
@@ -702,10 +618,6 @@ static void cuda_destroy(pl_backend *b) {
     cudaStreamSynchronize(be->stream);
   for (int i = 0; be->stages && i < be->cfg.staging_buffers; i++)
     stage_free(be, &be->stages[i]);
-  for (int i = 0; i < be->nsources; i++)
-    cudaHostUnregister(be->sources[i]);
-  free(be->sources);
-  free(be->source_len);
   if (be->stream)
     cudaStreamDestroy(be->stream);
   (void)cudaGetLastError();
@@ -729,8 +641,6 @@ static const pl_backend_vt cuda_vt = {
     .wait_host = cuda_wait_host,
     .release = cuda_release,
     .read_back = cuda_read_back,
-    .register_source = cuda_register_source,
-    .fill_spans = cuda_fill_spans,
     .stats = cuda_stats,
 };
 

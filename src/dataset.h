@@ -15,12 +15,6 @@
 
 #include <stdatomic.h>
 
-/* Memory a source reads its samples from (a mapped or decompressed file). */
-typedef struct pl_region {
-  const void *ptr;
-  uint64_t len;
-} pl_region;
-
 typedef struct pl_dataset_vt {
   const char *kind; /* "callback", "idx", "cifar10", "records", ... */
   /* index < length is guaranteed by the caller. On failure the message
@@ -29,10 +23,6 @@ typedef struct pl_dataset_vt {
                     pl_error *err);
   /* May be NULL; may return NULL for a field it cannot view. */
   const void *(*view)(const pl_dataset *ds, uint64_t index, int field);
-  /* May be NULL: writes up to `max` regions that every `view` pointer lies
-   * in and returns how many there are (more than max: the caller asks
-   * again). Lets a device backend copy from them without a gather. */
-  int (*regions)(const pl_dataset *ds, pl_region *out, int max);
   /* Frees impl (not the pl_dataset itself). */
   void (*destroy_impl)(void *impl);
 } pl_dataset_vt;

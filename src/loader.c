@@ -203,47 +203,10 @@ static pl_status read_samples(pl_core *c, pl_batch *b) {
   return s;
 }
 
-/* The batch as copies straight from the dataset's registered memory: one
- * span per run of samples that lie back to back both there and in the
- * batch. 0 when the runs are too short to beat a gather (more than
- * max_spans), or a field has no view. */
-static int direct_spans(pl_core *c, pl_batch *b) {
-  const pl_dataset *ds = c->ds;
-  int n = 0;
-  for (int f = 0; f < c->nfields; f++)
-    for (uint32_t i = 0; i < b->size; i++) {
-      const uint8_t *src = ds->vt->view(ds, b->sample_idx[i], f);
-      uint64_t dst = c->field_off[f] + i * c->field_bytes[f];
-      pl_span *last = n ? &b->spans[n - 1] : NULL;
-      if (!src)
-        return 0;
-      if (last && (const uint8_t *)last->src + last->len == src &&
-          last->dst_off + last->len == dst) {
-        last->len += c->field_bytes[f];
-        continue;
-      }
-      if (n == c->max_spans)
-        return 0;
-      b->spans[n++] = (pl_span){src, dst, c->field_bytes[f]};
-    }
-  return n;
-}
-
 /* Fills a claimed buffer, lock not held. */
 static void fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   compute_indices(c, b);
-  int n = c->direct ? direct_spans(c, b) : 0;
-  if (n > 0) { /* no gather: the copy engine reads the file's pages */
-    if (c->be->vt->fill_spans(c->be, &b->mem, b->spans, n, &b->err) != PL_OK &&
-        b->err.status == PL_OK)
-      pl_errorf(&b->err, PL_CUDA, "copying a batch from the dataset failed");
-    atomic_fetch_add_explicit(&c->batches_direct, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->worker_busy_ns,
-                              (uint64_t)((pl_now() - t0) * 1e9),
-                              memory_order_relaxed);
-    return;
-  }
   pl_copy_set_streaming(c->buf_bytes >= STREAM_BATCH_BYTES);
   pl_status s = c->be->vt->fill_begin(c->be, &b->mem, &b->err);
   if (s == PL_OK) {
@@ -301,7 +264,6 @@ static void *worker_main(void *arg) {
 static void slot_free(pl_core *c, pl_batch *b) {
   if (b->mem.data || b->mem.priv)
     c->be->vt->buf_free(c->be, &b->mem);
-  free(b->spans);
   free(b->sample_idx);
   free(b);
 }
@@ -310,11 +272,7 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   pl_batch *b = calloc(1, sizeof *b);
   if (b)
     b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
-  if (b && c->direct)
-    b->spans = calloc((size_t)c->max_spans, sizeof *b->spans);
-  if (!b || !b->sample_idx || (c->direct && !b->spans)) {
-    if (b)
-      free(b->sample_idx);
+  if (!b || !b->sample_idx) {
     free(b);
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for a batch");
   }
@@ -396,40 +354,6 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
   return pl_backend_cpu_create(&bc, &c->be, err);
 }
 
-/* Copies straight from the dataset's memory, with no gather, need the
- * backend to register that memory: pinning a file's pages, so only when the
- * caller set a pinned budget that holds them (the default budget is what
- * the staging buffers need). Each copy must average 1 MiB or more to beat a
- * gather; batches that do not are gathered as usual. */
-static void try_direct(pl_core *c) {
-  const pl_backend_vt *bv = c->be->vt;
-  const pl_dataset_vt *dv = c->ds->vt;
-  pl_region r[16];
-  if (!bv->register_source || !bv->fill_spans || !dv->regions || !dv->view ||
-      !c->cfg.pin_memory || !c->cfg.pinned_budget || c->buf_bytes < (2u << 20))
-    return;
-  int n = dv->regions(c->ds, r, 16);
-  if (n <= 0 || n > 16)
-    return;
-  uint64_t bytes = 0;
-  for (int i = 0; i < n; i++) {
-    pl_error e;
-    if (bv->register_source(c->be, r[i].ptr, r[i].len, &e) != PL_OK) {
-      pl_log(&c->log, PL_LOG_INFO,
-             "copies straight from the dataset's memory are off: %s",
-             e.message);
-      return;
-    }
-    bytes += r[i].len;
-  }
-  c->direct = 1;
-  c->max_spans = (int)PL_MIN(c->buf_bytes >> 20, 1u << 16);
-  pl_log(&c->log, PL_LOG_INFO,
-         "%d region(s), %llu bytes of dataset memory registered: contiguous "
-         "batches are copied without a gather",
-         n, (unsigned long long)bytes);
-}
-
 static pl_status layout(pl_core *c) {
   const pl_dataset *ds = c->ds;
   c->nfields = ds->nfields;
@@ -473,7 +397,6 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   if (!c->slots || layout(c) != PL_OK)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   PL_TRY(open_backend(c, err));
-  try_direct(c);
   pl_core_restart(c, cfg->epoch, 0);
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
@@ -751,8 +674,6 @@ void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
   out->consumer_wait_s = c->consumer_wait_s;
   out->batch_buffers = (uint64_t)c->nslots;
   pthread_mutex_unlock(&c->mu);
-  out->batches_direct =
-      atomic_load_explicit(&c->batches_direct, memory_order_relaxed);
   out->worker_busy_s =
       (double)atomic_load_explicit(&c->worker_busy_ns, memory_order_relaxed) *
       1e-9;

@@ -52,7 +52,6 @@ struct pl_batch {
   pl_epoch_plan plan;
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
-  pl_span *spans;       /* max_spans entries when the core is direct */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
@@ -80,8 +79,6 @@ struct pl_core {
   int growing;      /* [mu] buffers being allocated outside the lock */
   int max_slots;
   int prefetch;
-  int direct;    /* the backend reads the dataset's memory: see try_direct */
-  int max_spans; /* copies per batch above which a gather is faster */
 
   /* The job stream [mu]. */
   uint64_t gen;
@@ -98,7 +95,6 @@ struct pl_core {
   uint64_t batches_delivered, samples_delivered, bytes_delivered;
   double consumer_wait_s;
   _Atomic uint64_t worker_busy_ns;
-  _Atomic uint64_t batches_direct;
 };
 
 struct pl_loader {

@@ -180,18 +180,10 @@ static void idx_destroy(void *p) {
   free(im);
 }
 
-static int idx_regions(const pl_dataset *ds, pl_region *out, int max) {
-  const idx_impl *im = ds->impl;
-  for (int i = 0; i < 2 && i < max; i++)
-    out[i] = (pl_region){im->file[i].map.data, im->file[i].map.size};
-  return 2;
-}
-
 static const pl_dataset_vt idx_vt = {
     .kind = "idx",
     .read = idx_read,
     .view = idx_view,
-    .regions = idx_regions,
     .destroy_impl = idx_destroy,
 };
 

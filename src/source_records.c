@@ -69,24 +69,10 @@ static const void *records_view(const pl_dataset *ds, uint64_t index,
   return records_at(r, index) + r->offsets[field];
 }
 
-static int records_regions(const pl_dataset *ds, pl_region *out, int max) {
-  const records_impl *r = ds->impl;
-  int n = 0;
-  for (int f = 0; f < r->nfiles; f++) {
-    if (r->maps[f].size == 0)
-      continue;
-    if (n < max)
-      out[n] = (pl_region){r->maps[f].data, r->maps[f].size};
-    n++;
-  }
-  return n;
-}
-
 static const pl_dataset_vt records_vt = {
     .kind = "records",
     .read = records_read,
     .view = records_view,
-    .regions = records_regions,
     .destroy_impl = records_destroy,
 };
 

@@ -42,9 +42,6 @@ static void run_usage(FILE *f) {
       "  --device D          cpu, cuda or cuda:N (default: cuda if present)\n"
       "  --no-pin            pageable staging memory (CUDA)\n"
       "  --sync              wait for each copy before handing out a batch\n"
-      "  --pinned-budget B   page-locked bytes the loader may hold (64M, 4G);\n"
-      "                      room for the data files too enables copies\n"
-      "                      straight from them (CUDA, contiguous batches)\n"
       "  --rank R --world-size W   this process's shard (default: from\n"
       "                      RANK / WORLD_SIZE / LOCAL_RANK when set)\n"
       "  --max-batches N     stop after N batches\n"
@@ -81,8 +78,6 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--prefetch"))
     bad = cli_parse_int(v, 1, 4096, &c->prefetch);
   else if (!strcmp(a, "--seed")) bad = cli_parse_u64(v, &c->seed);
-  else if (!strcmp(a, "--pinned-budget"))
-    bad = cli_parse_size(v, &c->pinned_budget);
   else if (!strcmp(a, "--epochs")) bad = cli_parse_u64(v, &o->epochs);
   else if (!strcmp(a, "--max-batches")) bad = cli_parse_u64(v, &o->max_batches);
   else if (!strcmp(a, "--timeout")) bad = cli_parse_double(v, &c->timeout_s) || c->timeout_s < 0;
@@ -264,12 +259,11 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
          cli_rate(r1, sizeof r1, t->samples / secs, "samples"));
   printf("bytes/s: %.0f (%s)\n", t->bytes / secs,
          cli_rate(r2, sizeof r2, t->bytes / secs, "B"));
-  printf("stats: copied %llu batches / %llu bytes (%llu without a gather), "
-         "pinned %llu bytes (%llu fallbacks), batch buffers %llu, consumer "
-         "waited %.3f s, workers busy %.3f s, copies %.3f s\n",
+  printf("stats: copied %llu batches / %llu bytes, pinned %llu bytes "
+         "(%llu fallbacks), batch buffers %llu, consumer waited %.3f s, "
+         "workers busy %.3f s, copies %.3f s\n",
          (unsigned long long)st.batches_copied,
          (unsigned long long)st.bytes_copied,
-         (unsigned long long)st.batches_direct,
          (unsigned long long)st.pinned_bytes,
          (unsigned long long)st.pinned_fallbacks,
          (unsigned long long)st.batch_buffers, st.consumer_wait_s,

@@ -60,11 +60,6 @@ for w in 14 16; do
   spec=$big run "pinned async, 77 MB batches, $w wk" --device cuda --batch-size 512 --workers $w --shuffle --epochs 40
 done
 spec=$big run "pinned async, 77 MB, sequential, 14" --device cuda --batch-size 512 --workers 14 --epochs 40
-# A budget that holds the files: sequential batches are copied straight
-# from the registered file pages, with no gather.
-spec=$big run "no gather (budget 4G), sequential, 14" --device cuda --batch-size 512 --workers 14 --epochs 40 --pinned-budget 4G
-spec=$big run "no gather (budget 4G), sequential, 4" --device cuda --batch-size 512 --workers 4 --epochs 40 --pinned-budget 4G
-spec=$big run "budget 4G, shuffled (gathered), 14" --device cuda --batch-size 512 --workers 14 --shuffle --epochs 40 --pinned-budget 4G
 run "CIFAR, batch 32768 (96 MiB), 14 wk" --device cuda --batch-size 32768 --workers 14 --shuffle --epochs 10
 echo "-- plain cudaMemcpyAsync from pinned memory, same run:" | tee -a "$res"
 "$cli" bench bandwidth --quiet --no-plot --min-size 67108864 --max-size 268435456 2>&1 | tee -a "$res"
