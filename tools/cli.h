@@ -14,6 +14,8 @@ int pl_cmd_bench(int argc, char **argv); /* tools/cmd_bench.c */
 int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_int(const char *s, int lo, int hi, int *out);
 int cli_parse_double(const char *s, double *out);
+/* Bytes: "65536", "64K", "256M", "4G"; positive. */
+int cli_parse_size(const char *s, uint64_t *out);
 
 /* "--device cpu|cuda|cuda:N" */
 int cli_parse_device(const char *s, pl_device_kind *kind, int *index);

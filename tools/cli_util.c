@@ -49,6 +49,25 @@ int cli_parse_double(const char *s, double *out) {
   return 0;
 }
 
+int cli_parse_size(const char *s, uint64_t *out) {
+  char buf[32];
+  size_t n = strlen(s);
+  uint64_t mult = 1, v;
+  if (n == 0 || n >= sizeof buf)
+    return -1;
+  memcpy(buf, s, n + 1);
+  char c = buf[n - 1];
+  if (c == 'K' || c == 'k') mult = 1ull << 10;
+  else if (c == 'M' || c == 'm') mult = 1ull << 20;
+  else if (c == 'G' || c == 'g') mult = 1ull << 30;
+  if (mult > 1)
+    buf[n - 1] = '\0';
+  if (cli_parse_u64(buf, &v) || v == 0 || v > (UINT64_MAX >> 2) / mult)
+    return -1;
+  *out = v * mult;
+  return 0;
+}
+
 int cli_parse_device(const char *s, pl_device_kind *kind, int *index) {
   *index = 0;
   if (!strcmp(s, "cpu")) {

@@ -63,26 +63,6 @@ static int cpu_count(void) {
   return n > 0 ? (int)n : 1;
 }
 
-/* "64K", "1G", "65536": bytes. */
-static int parse_size(const char *s, uint64_t *out) {
-  char buf[32];
-  size_t n = strlen(s);
-  uint64_t mult = 1, v;
-  if (n == 0 || n >= sizeof buf)
-    return -1;
-  memcpy(buf, s, n + 1);
-  char c = buf[n - 1];
-  if (c == 'K' || c == 'k') mult = 1ull << 10;
-  else if (c == 'M' || c == 'm') mult = 1ull << 20;
-  else if (c == 'G' || c == 'g') mult = 1ull << 30;
-  if (mult > 1)
-    buf[n - 1] = '\0';
-  if (cli_parse_u64(buf, &v) || v == 0 || v > (UINT64_MAX >> 2) / mult)
-    return -1;
-  *out = v * mult;
-  return 0;
-}
-
 static int parse_workers_list(const char *s, bench_opts *o) {
   char buf[256];
   if (strlen(s) >= sizeof buf)
@@ -165,9 +145,9 @@ static int parse_flag(bench_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--keep-data")) o->keep_data = v;
   else if (!strcmp(a, "--device"))
     bad = cli_parse_device(v, &o->device, &o->device_index);
-  else if (!strcmp(a, "--min-size")) bad = parse_size(v, &o->min_bytes);
-  else if (!strcmp(a, "--max-size")) bad = parse_size(v, &o->max_bytes);
-  else if (!strcmp(a, "--overlap-size")) bad = parse_size(v, &o->overlap_bytes);
+  else if (!strcmp(a, "--min-size")) bad = cli_parse_size(v, &o->min_bytes);
+  else if (!strcmp(a, "--max-size")) bad = cli_parse_size(v, &o->max_bytes);
+  else if (!strcmp(a, "--overlap-size")) bad = cli_parse_size(v, &o->overlap_bytes);
   else if (!strcmp(a, "--overlap-work-ms"))
     bad = cli_parse_double(v, &o->overlap_work_ms) || o->overlap_work_ms < 0;
   else if (!strcmp(a, "--work-ms"))

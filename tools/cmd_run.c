@@ -42,6 +42,8 @@ static void run_usage(FILE *f) {
       "  --device D          cpu, cuda or cuda:N (default: cuda if present)\n"
       "  --no-pin            pageable staging memory (CUDA)\n"
       "  --sync              wait for each copy before handing out a batch\n"
+      "  --pinned-budget B   page-locked bytes the loader may hold (64M, 1G;\n"
+      "                      default: what the prefetch depth needs)\n"
       "  --rank R --world-size W   this process's shard (default: from\n"
       "                      RANK / WORLD_SIZE / LOCAL_RANK when set)\n"
       "  --max-batches N     stop after N batches\n"
@@ -78,6 +80,8 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--prefetch"))
     bad = cli_parse_int(v, 1, 4096, &c->prefetch);
   else if (!strcmp(a, "--seed")) bad = cli_parse_u64(v, &c->seed);
+  else if (!strcmp(a, "--pinned-budget"))
+    bad = cli_parse_size(v, &c->pinned_budget);
   else if (!strcmp(a, "--epochs")) bad = cli_parse_u64(v, &o->epochs);
   else if (!strcmp(a, "--max-batches")) bad = cli_parse_u64(v, &o->max_batches);
   else if (!strcmp(a, "--timeout")) bad = cli_parse_double(v, &c->timeout_s) || c->timeout_s < 0;
