@@ -247,7 +247,12 @@ typedef struct pl_loader_config {
   int pin_memory;     /* stage batches in page-locked memory; default 1 */
   int non_blocking;   /* copy asynchronously, order by events; default 1 */
   uint64_t pinned_budget; /* bytes of page-locked memory the loader may hold;
-                             0 means what the prefetch depth needs */
+                             0 means what the prefetch depth needs. A budget
+                             that also holds the data files lets a CUDA
+                             loader page-lock them in place and copy fields
+                             of 64 KiB or more per sample straight from them,
+                             with no CPU gather (IDX and records sources;
+                             docs/gpu-engine.md, "Direct mode") */
   uint64_t max_batch_buffers; /* batch buffers the pool may grow to, counting
                                  batches the consumer holds; 0 means
                                  prefetch + 2 + num_workers */
@@ -339,9 +344,18 @@ typedef struct pl_loader_stats {
   double consumer_wait_s;       /* time pl_loader_next spent waiting */
   double worker_busy_s;         /* summed over workers: time filling batches */
   double copy_s;                /* summed device time of host-to-device copies */
+  uint64_t batches_direct;      /* batches whose large fields were copied
+                                   straight from the data files, with no
+                                   gather (see pinned_budget) */
 } pl_loader_stats;
 
 PL_API void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out);
+
+/* Waits on the host until every host-to-device copy the loader has queued
+ * so far has finished (the CPU backend has none: returns at once). For a
+ * consumer that times its loop, or needs the copies done without naming a
+ * batch; errors name the CUDA call. */
+PL_API pl_status pl_loader_sync(pl_loader *ld, pl_error *err);
 
 /* Where batches live: PL_DEVICE_CPU or PL_DEVICE_CUDA (after AUTO resolved),
  * the device ordinal, and a short description ("cpu", "cuda:0 NVIDIA H200"). */

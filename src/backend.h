@@ -29,6 +29,7 @@
 #define PL_BACKEND_H
 
 #include "common.h"
+#include "dataset.h"
 
 typedef struct pl_backend pl_backend;
 
@@ -38,6 +39,15 @@ typedef struct pl_bufmem {
   uint64_t bytes;
   void *priv; /* backend's per-buffer state */
 } pl_bufmem;
+
+/* One copy into a batch buffer: `len` bytes from `src` (dataset memory
+ * given to enable_direct, or the staging memory fill_begin handed out) to
+ * m->data + dst_off. */
+typedef struct pl_span {
+  const void *src;
+  uint64_t dst_off;
+  uint64_t len;
+} pl_span;
 
 typedef struct pl_backend_config {
   int device_index;
@@ -67,6 +77,23 @@ typedef struct pl_backend_vt {
   /* Host copy of [offset, offset + n) of m->data, after the batch's copy. */
   pl_status (*read_back)(pl_backend *be, pl_bufmem *m, uint64_t offset,
                          void *dst, uint64_t n, pl_error *err);
+  /* Optional (NULL: not supported). Direct mode: the copy engine reads
+   * the dataset's memory in place. Makes the n regions readable by it
+   * until destroy (page-locked, counted as pinned) and shrinks staging
+   * buffers to `stage_bytes`, what the fields still gathered need (0:
+   * none). Called at most once, before the first fill; fails with nothing
+   * changed (the pinned budget cannot hold it, registration failed), and
+   * the loader then gathers as before. */
+  pl_status (*enable_direct)(pl_backend *be, const pl_region *r, int n,
+                             uint64_t stage_bytes, pl_error *err);
+  /* Direct mode's fill_end: queues the n copies into m->data, ordered
+   * after the consumer's release as fill_end's copy is, and gives back the
+   * staging buffer if fill_begin attached one (it may not have: a batch
+   * with no gathered field needs none). Worker thread. */
+  pl_status (*fill_spans)(pl_backend *be, pl_bufmem *m, const pl_span *spans,
+                          int n, pl_error *err);
+  /* Optional: waits on the host until every copy queued so far is done. */
+  pl_status (*sync)(pl_backend *be, pl_error *err);
   /* Adds the backend's counters (copies, pinned bytes, fallbacks, copy
    * time) into out. Thread-safe. */
   void (*stats)(pl_backend *be, pl_loader_stats *out);

@@ -21,83 +21,27 @@
  * except wait_host/read_back/stats, which only read events. Counters are
  * atomics. Every entry point makes the device current first (workers and
  * the releasing thread may never have touched it) and gives the calling
- * thread its own current device back on return. */
-#include "backend.h"
+ * thread its own current device back on return.
+ *
+ * Direct mode (backend_cuda_direct.c) adds copies straight from the
+ * dataset's registered memory, with staging buffers only for the fields
+ * still gathered. */
+#include "backend_cuda.h"
 #include "pinned_pool.h"
 
-#include <cuda_runtime.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { STAGE_EMPTY = 0, STAGE_FREE, STAGE_BUSY } stage_state;
-typedef enum { PIN_REGISTER = 0, PIN_HOSTALLOC } pin_method;
-
-typedef struct staging {
-  stage_state state; /* [mu] EMPTY: not allocated; BUSY: a filler has it */
-  int copied;        /* [mu] `done` was recorded at least once */
-  uint64_t seq;      /* [mu] order of its last copy: the oldest is waited on */
-  int timing;        /* [owner] start/done time a copy not yet in copy_ns */
-  void *p;
-  int pinned;           /* p is page-locked (counted in pinned_bytes) */
-  int registered;       /* pinned by cudaHostRegister (else cudaHostAlloc) */
-  cudaEvent_t start, done; /* around the last copy out of it (timed) */
-} staging;
-
-/* Copy time is measured on the staging buffer's events, not the batch
- * buffer's: a staging buffer is waited on before reuse anyway, so its
- * timing is read when it is known to be complete, at no extra wait. */
-typedef struct cuda_buf {
-  cudaEvent_t done;     /* the last copy into it finished */
-  cudaEvent_t released; /* the consumer's last use of it */
-  int has_released;     /* `released` recorded since the last copy */
-  staging *stage;       /* attached between fill_begin and fill_end */
-} cuda_buf;
-
-typedef struct cuda_backend {
-  pl_backend base;
-  pl_backend_config cfg;
-  cudaStream_t stream;
-  uint64_t stage_bytes; /* mapped bytes of one staging buffer */
-  uint64_t budget;      /* pinned bytes allowed */
-  int numa_node;        /* -1: unknown */
-  pin_method method;
-
-  pthread_mutex_t mu;
-  pthread_cond_t cv; /* a staging buffer became FREE or EMPTY */
-  staging *stages;   /* [mu] cfg.staging_buffers entries */
-  uint64_t seq;      /* [mu] */
-  uint64_t pin_reserved; /* [mu] pinned bytes held or being pinned */
-
-  atomic_int warned; /* the one pinning-fallback warning was logged */
-  _Atomic uint64_t batches_copied, bytes_copied, pinned_bytes,
-      pinned_fallbacks, copy_ns;
-} cuda_backend;
-
-static cuda_backend *cb_of(pl_backend *be) { return (cuda_backend *)be; }
-
-/* Status for a CUDA failure: running out of memory is PL_NO_MEMORY, the
- * rest PL_CUDA; the message names the call, as "cudaMalloc: out of memory". */
-static pl_status cuda_fail(pl_error *err, cudaError_t rc, const char *call) {
+pl_status pl_cuda_fail(pl_error *err, cudaError_t rc, const char *call) {
   (void)cudaGetLastError(); /* do not leave it for an unrelated caller */
   return pl_errorf(err,
                    rc == cudaErrorMemoryAllocation ? PL_NO_MEMORY : PL_CUDA,
                    "%s: %s", call, cudaGetErrorString(rc));
 }
 
-#define CUDA_TRY(call, err)                     \
-  do {                                          \
-    cudaError_t ct_rc_ = (call);                \
-    if (ct_rc_ != cudaSuccess)                  \
-      return cuda_fail(err, ct_rc_, #call);     \
-  } while (0)
 
-/* Makes the backend's device current in this thread and returns the
- * caller's (-1: none), which dev_leave restores: a consumer thread working
- * on another device, or a worker with none yet, must see no change. */
-static int dev_enter(cuda_backend *be, pl_status *s, pl_error *err) {
+int pl_cuda_dev_enter(cuda_backend *be, pl_status *s, pl_error *err) {
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -107,32 +51,20 @@ static int dev_enter(cuda_backend *be, pl_status *s, pl_error *err) {
   if (prev != be->base.device_index) {
     cudaError_t rc = cudaSetDevice(be->base.device_index);
     if (rc != cudaSuccess)
-      *s = cuda_fail(err, rc, "cudaSetDevice");
+      *s = pl_cuda_fail(err, rc, "cudaSetDevice");
   }
   return prev;
 }
 
-static void dev_leave(cuda_backend *be, int prev) {
+void pl_cuda_dev_leave(cuda_backend *be, int prev) {
   if (prev >= 0 && prev != be->base.device_index)
     (void)cudaSetDevice(prev);
 }
 
-/* Runs `call` (a pl_status expression) with the device current. */
-#define WITH_DEVICE(be, err, call)              \
-  do {                                          \
-    pl_status wd_s_;                            \
-    int wd_prev_ = dev_enter(be, &wd_s_, err);  \
-    if (wd_s_ == PL_OK)                         \
-      wd_s_ = (call);                           \
-    dev_leave(be, wd_prev_);                    \
-    return wd_s_;                               \
-  } while (0)
 
 /* ------------------------------------------------------------ copy time */
 
-/* Adds the staging buffer's last copy to copy_ns; its `done` event is
- * known to be complete. Called by whoever owns st ([mu] or BUSY). */
-static void account(cuda_backend *be, staging *st) {
+void pl_cuda_account(cuda_backend *be, staging *st) {
   if (!st->timing)
     return;
   st->timing = 0;
@@ -149,7 +81,7 @@ static int stage_idle(cuda_backend *be, staging *st) {
     return 1;
   cudaError_t rc = cudaEventQuery(st->done);
   if (rc == cudaSuccess) {
-    account(be, st);
+    pl_cuda_account(be, st);
     return 1;
   }
   if (rc != cudaErrorNotReady) /* an error: a wait will report it */
@@ -322,9 +254,9 @@ static pl_status stage_acquire(cuda_backend *be, staging **out,
       pthread_mutex_lock(&be->mu);
       if (rc != cudaSuccess) {
         st->state = STAGE_FREE;
-        s = cuda_fail(err, rc, "cudaEventSynchronize");
+        s = pl_cuda_fail(err, rc, "cudaEventSynchronize");
       } else {
-        account(be, st);
+        pl_cuda_account(be, st);
       }
       break;
     }
@@ -335,8 +267,7 @@ static pl_status stage_acquire(cuda_backend *be, staging **out,
   return s;
 }
 
-/* Gives a staging buffer back; `copied`: its `done` was just recorded. */
-static void stage_put(cuda_backend *be, staging *st, int copied) {
+void pl_cuda_stage_put(cuda_backend *be, staging *st, int copied) {
   pthread_mutex_lock(&be->mu);
   st->state = STAGE_FREE;
   if (copied) {
@@ -366,7 +297,7 @@ static pl_status buf_events_create(cuda_buf *cb, pl_error *err) {
 
 static pl_status device_alloc(pl_bufmem *m, pl_error *err) {
   if (PL_FAULT(PL_FAULT_DEVICE_ALLOC))
-    return cuda_fail(err, cudaErrorMemoryAllocation, "cudaMalloc");
+    return pl_cuda_fail(err, cudaErrorMemoryAllocation, "cudaMalloc");
   CUDA_TRY(cudaMalloc(&m->data, m->bytes ? m->bytes : 1), err);
   return PL_OK;
 }
@@ -406,21 +337,22 @@ static void cuda_buf_free(pl_backend *b, pl_bufmem *m) {
   cuda_backend *be = cb_of(b);
   cuda_buf *cb = m->priv;
   pl_status s;
-  int prev = dev_enter(be, &s, NULL);
+  int prev = pl_cuda_dev_enter(be, &s, NULL);
   if (cb) {
     /* Neither our copy nor the consumer's last work may still use it. */
     cudaEventSynchronize(cb->done);
     if (cb->has_released)
       cudaEventSynchronize(cb->released);
     if (cb->stage)
-      stage_put(be, cb->stage, 0);
+      pl_cuda_stage_put(be, cb->stage, 0);
+    pl_cuda_direct_buf_free(be, cb);
     buf_events_destroy(cb);
     free(cb);
   }
   if (m->data)
     cudaFree(m->data);
   (void)cudaGetLastError();
-  dev_leave(be, prev);
+  pl_cuda_dev_leave(be, prev);
   m->data = m->priv = m->host = NULL;
 }
 
@@ -430,6 +362,9 @@ static pl_status fill_begin_in(cuda_backend *be, pl_bufmem *m,
                                pl_error *err) {
   cuda_buf *cb = m->priv;
   staging *st;
+  if (be->stage_bytes == 0) /* direct mode with every field direct */
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "fill_begin: this backend has no staging buffers");
   PL_TRY(stage_acquire(be, &st, err));
   cb->stage = st;
   m->host = st->p;
@@ -452,7 +387,7 @@ static pl_status issue_copy(cuda_backend *be, pl_bufmem *m, uint64_t used,
     cb->has_released = 0;
   }
   if (PL_FAULT(PL_FAULT_COPY))
-    return cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyAsync");
+    return pl_cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyAsync");
   CUDA_TRY(cudaEventRecord(cb->stage->start, s), err);
   CUDA_TRY(cudaMemcpyAsync(m->data, cb->stage->p, used,
                            cudaMemcpyHostToDevice, s),
@@ -466,11 +401,12 @@ static pl_status fill_end_in(cuda_backend *be, pl_bufmem *m, uint64_t used,
                              pl_error *err) {
   cuda_buf *cb = m->priv;
   staging *st = cb->stage;
-  pl_status s = used > m->bytes
+  pl_status s = used > m->bytes || used > be->stage_bytes
                     ? pl_errorf(err, PL_INVALID_ARGUMENT,
                                 "%llu bytes used of a %llu-byte buffer",
                                 (unsigned long long)used,
-                                (unsigned long long)m->bytes)
+                                (unsigned long long)PL_MIN(m->bytes,
+                                                           be->stage_bytes))
                     : issue_copy(be, m, used, err);
   cb->stage = NULL;
   m->host = NULL;
@@ -478,14 +414,14 @@ static pl_status fill_end_in(cuda_backend *be, pl_bufmem *m, uint64_t used,
     /* A partly queued copy may still read the staging buffer. */
     cudaStreamSynchronize(be->stream);
     (void)cudaGetLastError();
-    stage_put(be, st, 0);
+    pl_cuda_stage_put(be, st, 0);
     pl_error_prefix(err, "copy of a %llu-byte batch to %s",
                     (unsigned long long)used, be->base.name);
     return s;
   }
   atomic_fetch_add(&be->batches_copied, 1);
   atomic_fetch_add(&be->bytes_copied, used);
-  stage_put(be, st, 1);
+  pl_cuda_stage_put(be, st, 1);
   return PL_OK;
 }
 
@@ -500,7 +436,7 @@ static pl_status cuda_fill_end(pl_backend *b, pl_bufmem *m, uint64_t used,
 static void cuda_fill_abort(pl_backend *b, pl_bufmem *m) {
   cuda_buf *cb = m->priv;
   if (cb->stage)
-    stage_put(cb_of(b), cb->stage, 0);
+    pl_cuda_stage_put(cb_of(b), cb->stage, 0);
   cb->stage = NULL;
   m->host = NULL;
 }
@@ -510,7 +446,7 @@ static void cuda_fill_abort(pl_backend *b, pl_bufmem *m) {
 static pl_status wait_copy(cuda_backend *be, cuda_buf *cb, pl_error *err) {
   cudaError_t rc = cudaEventSynchronize(cb->done);
   if (rc != cudaSuccess)
-    return cuda_fail(err, rc, "cudaEventSynchronize");
+    return pl_cuda_fail(err, rc, "cudaEventSynchronize");
   return PL_OK;
 }
 
@@ -541,14 +477,14 @@ static void cuda_release(pl_backend *b, pl_bufmem *m, void *stream) {
   cuda_backend *be = cb_of(b);
   cuda_buf *cb = m->priv;
   pl_status s;
-  int prev = dev_enter(be, &s, NULL);
+  int prev = pl_cuda_dev_enter(be, &s, NULL);
   /* NULL is the legacy default stream of this (now current) device. */
   cudaError_t rc = s == PL_OK ? cudaEventRecord(cb->released,
                                                 (cudaStream_t)stream)
                               : cudaErrorInvalidDevice;
   if (rc == cudaSuccess) {
     cb->has_released = 1;
-    dev_leave(be, prev);
+    pl_cuda_dev_leave(be, prev);
     return;
   }
   /* No event to order the next copy by (a bad stream handle, say): wait
@@ -557,7 +493,7 @@ static void cuda_release(pl_backend *b, pl_bufmem *m, void *stream) {
   cb->has_released = 0;
   cudaDeviceSynchronize();
   (void)cudaGetLastError();
-  dev_leave(be, prev);
+  pl_cuda_dev_leave(be, prev);
   pl_log(be->cfg.log, PL_LOG_WARN,
          "%s: releasing a batch: cudaEventRecord: %s; synchronized the device "
          "instead",
@@ -594,13 +530,13 @@ static void cuda_stats(pl_backend *b, pl_loader_stats *out) {
    * a thread that never used CUDA, which would otherwise get a context on
    * device 0. */
   pl_status s;
-  int prev = dev_enter(be, &s, NULL);
+  int prev = pl_cuda_dev_enter(be, &s, NULL);
   pthread_mutex_lock(&be->mu);
   for (int i = 0; s == PL_OK && i < be->cfg.staging_buffers; i++)
     if (be->stages[i].state == STAGE_FREE)
       (void)stage_idle(be, &be->stages[i]);
   pthread_mutex_unlock(&be->mu);
-  dev_leave(be, prev);
+  pl_cuda_dev_leave(be, prev);
   out->batches_copied += atomic_load(&be->batches_copied);
   out->bytes_copied += atomic_load(&be->bytes_copied);
   out->pinned_bytes += atomic_load(&be->pinned_bytes);
@@ -608,20 +544,31 @@ static void cuda_stats(pl_backend *b, pl_loader_stats *out) {
   out->copy_s += (double)atomic_load(&be->copy_ns) * 1e-9;
 }
 
+static pl_status sync_in(cuda_backend *be, pl_error *err) {
+  CUDA_TRY(cudaStreamSynchronize(be->stream), err);
+  return PL_OK;
+}
+
+static pl_status cuda_sync(pl_backend *b, pl_error *err) {
+  cuda_backend *be = cb_of(b);
+  WITH_DEVICE(be, err, sync_in(be, err));
+}
+
 /* ------------------------------------------------------------ lifetime */
 
 static void cuda_destroy(pl_backend *b) {
   cuda_backend *be = cb_of(b);
   pl_status s;
-  int prev = dev_enter(be, &s, NULL);
+  int prev = pl_cuda_dev_enter(be, &s, NULL);
   if (be->stream)
     cudaStreamSynchronize(be->stream);
   for (int i = 0; be->stages && i < be->cfg.staging_buffers; i++)
     stage_free(be, &be->stages[i]);
+  pl_cuda_direct_destroy(be);
   if (be->stream)
     cudaStreamDestroy(be->stream);
   (void)cudaGetLastError();
-  dev_leave(be, prev);
+  pl_cuda_dev_leave(be, prev);
   free(be->stages);
   pthread_mutex_destroy(&be->mu);
   pthread_cond_destroy(&be->cv);
@@ -641,6 +588,9 @@ static const pl_backend_vt cuda_vt = {
     .wait_host = cuda_wait_host,
     .release = cuda_release,
     .read_back = cuda_read_back,
+    .enable_direct = pl_cuda_enable_direct,
+    .fill_spans = pl_cuda_fill_spans,
+    .sync = cuda_sync,
     .stats = cuda_stats,
 };
 
@@ -735,7 +685,7 @@ pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
   pthread_mutex_init(&be->mu, NULL);
   pthread_cond_init(&be->cv, NULL);
   pl_status s;
-  int prev = dev_enter(be, &s, err);
+  int prev = pl_cuda_dev_enter(be, &s, err);
   if (s != PL_OK) { /* the device exists but cannot be used */
     pl_error_prefix(err, "cuda:%d", cfg->device_index);
     s = PL_NO_DEVICE;
@@ -743,7 +693,7 @@ pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
       err->status = s;
   } else
     s = cuda_setup(be, cfg, err);
-  dev_leave(be, prev);
+  pl_cuda_dev_leave(be, prev);
   if (s != PL_OK) {
     cuda_destroy(&be->base);
     return s;

@@ -15,14 +15,29 @@
 
 #include <stdatomic.h>
 
+/* Memory a source reads its samples from: a file mapped read-only
+ * (file_pages) or the decompressed bytes of a .gz file (heap memory). */
+typedef struct pl_region {
+  const void *ptr;
+  uint64_t len;
+  int file_pages;
+} pl_region;
+
 typedef struct pl_dataset_vt {
   const char *kind; /* "callback", "idx", "cifar10", "records", ... */
   /* index < length is guaranteed by the caller. On failure the message
    * names the cause; the caller adds the sample index. */
   pl_status (*read)(const pl_dataset *ds, uint64_t index, void *const *dst,
                     pl_error *err);
-  /* May be NULL; may return NULL for a field it cannot view. */
+  /* May be NULL; returns NULL for a field it cannot view, and then for
+   * every index (whether a field has views is a property of the field). */
   const void *(*view)(const pl_dataset *ds, uint64_t index, int field);
+  /* May be NULL: writes up to `max` regions that every `view` pointer of
+   * `field` lies in and returns how many there are (more than max: the
+   * caller asks again, or gives up). The memory stays put for the
+   * dataset's life, so a device backend may register it and copy samples
+   * straight out of it, with no gather. */
+  int (*regions)(const pl_dataset *ds, int field, pl_region *out, int max);
   /* Frees impl (not the pl_dataset itself). */
   void (*destroy_impl)(void *impl);
 } pl_dataset_vt;

@@ -171,14 +171,6 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
         &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
 }
 
-/* Whether nobody wants this batch any more (destroy, set_epoch, restore):
- * checked between samples so that destroy waits for one sample, not a
- * whole batch. Read without the lock: a stale answer only delays. */
-static int abandoned(pl_core *c, const pl_batch *b) {
-  return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
-         atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
-}
-
 static pl_status read_samples(pl_core *c, pl_batch *b) {
   void *dst[64];
   void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
@@ -195,7 +187,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b) {
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
     s = pl_dataset_read_sample(c->ds, b->sample_idx[i], d, &b->err);
-    if (s == PL_OK && abandoned(c, b))
+    if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
   if (d != dst)
@@ -208,8 +200,9 @@ static void fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   compute_indices(c, b);
   pl_copy_set_streaming(c->buf_bytes >= STREAM_BATCH_BYTES);
-  pl_status s = c->be->vt->fill_begin(c->be, &b->mem, &b->err);
-  if (s == PL_OK) {
+  pl_status s = c->direct ? pl_direct_fill(c, b)
+                          : c->be->vt->fill_begin(c->be, &b->mem, &b->err);
+  if (s == PL_OK && !c->direct) {
     s = read_samples(c, b);
     pl_copy_fence(); /* the sources' streaming stores land before the DMA */
     if (s == PL_OK)
@@ -264,6 +257,7 @@ static void *worker_main(void *arg) {
 static void slot_free(pl_core *c, pl_batch *b) {
   if (b->mem.data || b->mem.priv)
     c->be->vt->buf_free(c->be, &b->mem);
+  free(b->spans);
   free(b->sample_idx);
   free(b);
 }
@@ -272,7 +266,13 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   pl_batch *b = calloc(1, sizeof *b);
   if (b)
     b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
-  if (!b || !b->sample_idx) {
+  if (b && c->direct)
+    b->spans = calloc((size_t)c->max_spans, sizeof *b->spans);
+  if (!b || !b->sample_idx || (c->direct && !b->spans)) {
+    if (b) {
+      free(b->spans);
+      free(b->sample_idx);
+    }
     free(b);
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for a batch");
   }
@@ -280,6 +280,7 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   b->mem.bytes = c->buf_bytes;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
+    free(b->spans);
     free(b->sample_idx);
     free(b);
     return s;
@@ -314,6 +315,7 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
+  pl_direct_free(c);
   free(c->field_off);
   free(c->field_bytes);
   free(c);
@@ -397,6 +399,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   if (!c->slots || layout(c) != PL_OK)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   PL_TRY(open_backend(c, err));
+  pl_direct_setup(c);
   pl_core_restart(c, cfg->epoch, 0);
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
@@ -674,6 +677,8 @@ void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
   out->consumer_wait_s = c->consumer_wait_s;
   out->batch_buffers = (uint64_t)c->nslots;
   pthread_mutex_unlock(&c->mu);
+  out->batches_direct =
+      atomic_load_explicit(&c->batches_direct, memory_order_relaxed);
   out->worker_busy_s =
       (double)atomic_load_explicit(&c->worker_busy_ns, memory_order_relaxed) *
       1e-9;
@@ -688,6 +693,13 @@ pl_device_kind pl_loader_device(const pl_loader *ld, int *index) {
 
 const char *pl_loader_device_name(const pl_loader *ld) {
   return ld ? ld->core->be->name : "none";
+}
+
+pl_status pl_loader_sync(pl_loader *ld, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is required");
+  pl_backend *be = ld->core->be;
+  return be->vt->sync ? be->vt->sync(be, err) : PL_OK;
 }
 
 /* ------------------------------------------------------------ position */

@@ -52,6 +52,7 @@ struct pl_batch {
   pl_epoch_plan plan;
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
+  pl_span *spans;       /* max_spans entries in direct mode */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
@@ -79,6 +80,12 @@ struct pl_core {
   int growing;      /* [mu] buffers being allocated outside the lock */
   int max_slots;
   int prefetch;
+  /* Direct mode (loader_direct.c), fixed at create. */
+  int direct;            /* large fields are copied from the dataset itself */
+  uint8_t *field_direct; /* per field: copied straight (1) or gathered (0) */
+  uint64_t *stage_off;   /* per gathered field: its array in a staging buffer */
+  uint64_t stage_bytes;  /* a staging buffer: the gathered fields only */
+  int max_spans;         /* copies one batch may need */
 
   /* The job stream [mu]. */
   uint64_t gen;
@@ -95,6 +102,7 @@ struct pl_core {
   uint64_t batches_delivered, samples_delivered, bytes_delivered;
   double consumer_wait_s;
   _Atomic uint64_t worker_busy_ns;
+  _Atomic uint64_t batches_direct;
 };
 
 struct pl_loader {
@@ -103,6 +111,21 @@ struct pl_loader {
   int nthreads;
 };
 
+/* Whether nobody wants this batch any more (destroy, set_epoch, restore):
+ * checked between samples so that destroy waits for one sample, not a
+ * whole batch. Read without the lock: a stale answer only delays. */
+static inline int pl_core_abandoned(pl_core *c, const pl_batch *b) {
+  return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
+         atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
+}
+
+/* Direct mode (loader_direct.c). setup: after the backend exists, turns it
+ * on when the dataset, the backend and the pinned budget allow, and logs
+ * why not otherwise (never fails the create). fill: the whole fill of one
+ * batch (copies, and the gather of small fields), errors in b->err. */
+void pl_direct_setup(pl_core *c);
+pl_status pl_direct_fill(pl_core *c, pl_batch *b);
+void pl_direct_free(pl_core *c);
 
 /* Drop one reference; frees the core at zero. Takes the lock itself. */
 void pl_core_unref(pl_core *c);

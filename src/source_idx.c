@@ -180,10 +180,19 @@ static void idx_destroy(void *p) {
   free(im);
 }
 
+static int idx_regions(const pl_dataset *ds, int field, pl_region *out,
+                       int max) {
+  const pl_file_map *m = &((const idx_impl *)ds->impl)->file[field].map;
+  if (max > 0)
+    out[0] = (pl_region){m->data, m->size, m->mapping != NULL};
+  return 1;
+}
+
 static const pl_dataset_vt idx_vt = {
     .kind = "idx",
     .read = idx_read,
     .view = idx_view,
+    .regions = idx_regions,
     .destroy_impl = idx_destroy,
 };
 

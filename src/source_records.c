@@ -69,10 +69,28 @@ static const void *records_view(const pl_dataset *ds, uint64_t index,
   return records_at(r, index) + r->offsets[field];
 }
 
+/* Every field is interleaved in every file. */
+static int records_regions(const pl_dataset *ds, int field, pl_region *out,
+                           int max) {
+  const records_impl *r = ds->impl;
+  int n = 0;
+  (void)field;
+  for (int f = 0; f < r->nfiles; f++) {
+    const pl_file_map *m = &r->maps[f];
+    if (m->size == 0)
+      continue;
+    if (n < max)
+      out[n] = (pl_region){m->data, m->size, m->mapping != NULL};
+    n++;
+  }
+  return n;
+}
+
 static const pl_dataset_vt records_vt = {
     .kind = "records",
     .read = records_read,
     .view = records_view,
+    .regions = records_regions,
     .destroy_impl = records_destroy,
 };
 

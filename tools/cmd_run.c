@@ -42,8 +42,10 @@ static void run_usage(FILE *f) {
       "  --device D          cpu, cuda or cuda:N (default: cuda if present)\n"
       "  --no-pin            pageable staging memory (CUDA)\n"
       "  --sync              wait for each copy before handing out a batch\n"
-      "  --pinned-budget B   page-locked bytes the loader may hold (64M, 1G;\n"
-      "                      default: what the prefetch depth needs)\n"
+      "  --pinned-budget B   page-locked bytes the loader may hold (64M, 4G;\n"
+      "                      default: what the prefetch depth needs); room\n"
+      "                      for the data files too lets large samples be\n"
+      "                      copied straight from them (CUDA, no gather)\n"
       "  --rank R --world-size W   this process's shard (default: from\n"
       "                      RANK / WORLD_SIZE / LOCAL_RANK when set)\n"
       "  --max-batches N     stop after N batches\n"
@@ -263,11 +265,12 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
          cli_rate(r1, sizeof r1, t->samples / secs, "samples"));
   printf("bytes/s: %.0f (%s)\n", t->bytes / secs,
          cli_rate(r2, sizeof r2, t->bytes / secs, "B"));
-  printf("stats: copied %llu batches / %llu bytes, pinned %llu bytes "
-         "(%llu fallbacks), batch buffers %llu, consumer waited %.3f s, "
-         "workers busy %.3f s, copies %.3f s\n",
+  printf("stats: copied %llu batches / %llu bytes (%llu without a gather), "
+         "pinned %llu bytes (%llu fallbacks), batch buffers %llu, consumer "
+         "waited %.3f s, workers busy %.3f s, copies %.3f s\n",
          (unsigned long long)st.batches_copied,
          (unsigned long long)st.bytes_copied,
+         (unsigned long long)st.batches_direct,
          (unsigned long long)st.pinned_bytes,
          (unsigned long long)st.pinned_fallbacks,
          (unsigned long long)st.batch_buffers, st.consumer_wait_s,
@@ -302,6 +305,9 @@ int pl_cmd_run(int argc, char **argv) {
   double t0 = pl_now_cli();
   if (!rc)
     rc = run_epochs(ld, &o, nfields, &t, t0);
+  /* The clock stops when the last copy has landed, not when it was queued. */
+  if (!rc && pl_loader_sync(ld, &err) != PL_OK)
+    rc = fail("waiting for the copies", &err);
   double secs = pl_now_cli() - t0;
   if (!rc)
     report(ld, &o, &t, secs > 0 ? secs : 1e-9);

@@ -1587,13 +1587,14 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
   pl_loader_stats st;
   pl_loader_stats_get(self->ld, &st);
   return Py_BuildValue(
-      "{sKsKsKsKsKsKsKsKsdsdsd}", "batches_delivered", st.batches_delivered,
+      "{sKsKsKsKsKsKsKsKsdsdsdsK}", "batches_delivered", st.batches_delivered,
       "samples_delivered", st.samples_delivered, "bytes_delivered",
       st.bytes_delivered, "batches_copied", st.batches_copied, "bytes_copied",
       st.bytes_copied, "pinned_bytes", st.pinned_bytes, "pinned_fallbacks",
       st.pinned_fallbacks, "batch_buffers", st.batch_buffers,
       "consumer_wait_s", st.consumer_wait_s, "worker_busy_s",
-      st.worker_busy_s, "copy_s", st.copy_s);
+      st.worker_busy_s, "copy_s", st.copy_s, "batches_direct",
+      st.batches_direct);
 }
 
 static int loader_open(LoaderObject *self) {
