@@ -256,6 +256,11 @@ typedef struct pl_loader_config {
   uint64_t max_batch_buffers; /* batch buffers the pool may grow to, counting
                                  batches the consumer holds; 0 means
                                  prefetch + 2 + num_workers */
+  uint64_t copy_chunk_bytes; /* CUDA: a batch of more than twice this is
+                                gathered into small staging chunks of about
+                                this size, each copied as soon as it is full
+                                (while it is still in cache); 0 means 4 MiB,
+                                UINT64_MAX whole batches (docs/gpu-engine.md) */
 
   /* Sharding: this process is `rank` of `world_size` (default 0 of 1). Each
    * epoch's global order is split as torch's DistributedSampler does. */

@@ -49,12 +49,16 @@ typedef struct pl_span {
   uint64_t len;
 } pl_span;
 
+enum { PL_SPANS_FIRST = 1, PL_SPANS_LAST = 2 };
+
 typedef struct pl_backend_config {
   int device_index;
   int pin_memory;
   int non_blocking;
   uint64_t pinned_budget;  /* 0: staging_buffers * batch_bytes */
   uint64_t batch_bytes;    /* bytes of one batch buffer (all fields) */
+  uint64_t stage_bytes;    /* one staging buffer: a whole batch, or a chunk
+                              of one (0: batch_bytes) */
   int staging_buffers;     /* staging buffers the workers need at once */
   const pl_logger *log;    /* outlives the backend */
 } pl_backend_config;
@@ -86,12 +90,15 @@ typedef struct pl_backend_vt {
    * the loader then gathers as before. */
   pl_status (*enable_direct)(pl_backend *be, const pl_region *r, int n,
                              uint64_t stage_bytes, pl_error *err);
-  /* Direct mode's fill_end: queues the n copies into m->data, ordered
-   * after the consumer's release as fill_end's copy is, and gives back the
-   * staging buffer if fill_begin attached one (it may not have: a batch
-   * with no gathered field needs none). Worker thread. */
+  /* Optional: fill_end for a batch that arrives as pieces (chunked
+   * gathers, direct mode). Queues the n copies into m->data and gives back
+   * the staging buffer if fill_begin attached one (direct mode may not
+   * have). A batch is one or more calls: the one with PL_SPANS_FIRST is
+   * ordered after the consumer's release, as fill_end's copy is; the one
+   * with PL_SPANS_LAST completes the batch (its copies, and all before,
+   * are what deliver / wait_* wait for). Worker thread. */
   pl_status (*fill_spans)(pl_backend *be, pl_bufmem *m, const pl_span *spans,
-                          int n, pl_error *err);
+                          int n, int flags, pl_error *err);
   /* Optional: waits on the host until every copy queued so far is done. */
   pl_status (*sync)(pl_backend *be, pl_error *err);
   /* Adds the backend's counters (copies, pinned bytes, fallbacks, copy

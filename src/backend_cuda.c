@@ -645,7 +645,8 @@ static pl_status cuda_setup(cuda_backend *be, const pl_backend_config *cfg,
   be->cfg = *cfg;
   if (be->cfg.staging_buffers < 1)
     be->cfg.staging_buffers = 1;
-  be->stage_bytes = pl_pages_size(cfg->batch_bytes);
+  be->stage_bytes = pl_pages_size(cfg->stage_bytes ? cfg->stage_bytes
+                                                   : cfg->batch_bytes);
   if (cfg->pinned_budget)
     be->budget = cfg->pinned_budget;
   else if (!pl_mul_u64(be->stage_bytes, (uint64_t)be->cfg.staging_buffers,

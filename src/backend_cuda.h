@@ -109,12 +109,13 @@ void pl_cuda_account(cuda_backend *be, staging *st);
 /* Gives a staging buffer back; `copied`: its `done` was just recorded. */
 void pl_cuda_stage_put(cuda_backend *be, staging *st, int copied);
 
-/* backend_cuda_direct.c: the vt's enable_direct and fill_spans, and the
- * cleanup of what they made (a buffer's, then the backend's at destroy). */
+/* backend_cuda_direct.c: the vt's enable_direct and fill_spans (direct
+ * mode and chunked gathers), and the cleanup of what they made (a
+ * buffer's, then the backend's at destroy). */
 pl_status pl_cuda_enable_direct(pl_backend *b, const pl_region *r, int n,
                                 uint64_t stage_bytes, pl_error *err);
 pl_status pl_cuda_fill_spans(pl_backend *b, pl_bufmem *m, const pl_span *sp,
-                             int n, pl_error *err);
+                             int n, int flags, pl_error *err);
 void pl_cuda_direct_buf_free(cuda_backend *be, cuda_buf *cb);
 void pl_cuda_direct_destroy(cuda_backend *be);
 

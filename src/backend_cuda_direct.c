@@ -1,7 +1,14 @@
-/* The CUDA backend's direct mode: the copy engine reads samples straight
- * out of the dataset's memory (its mapped files, page-locked in place), so
- * a batch of large samples moves from the page cache to the GPU with no CPU
- * gather in between.
+/* The CUDA backend's copies by spans, used two ways by the loader:
+ *
+ * Chunked gathers: a large batch is gathered into small staging chunks and
+ * each is copied as soon as it is full, while it is still in the host's
+ * last-level cache, so the DMA does not read it back from DRAM (see
+ * loader.c, fill_chunked).
+ *
+ * Direct mode: the copy engine reads samples straight out of the
+ * dataset's memory (its mapped files, page-locked in place), so a batch of
+ * large samples moves from the page cache to the GPU with no CPU gather in
+ * between.
  *
  * Why: a gather reads every byte and writes it to a staging buffer, and the
  * DMA reads it again; on the H200 machine host memory bandwidth caps that
@@ -212,8 +219,8 @@ static pl_status copy_all(cuda_backend *be, cuda_buf *cb, int n,
 }
 
 static pl_status issue_spans(cuda_backend *be, pl_bufmem *m,
-                             const pl_span *sp, int n, uint64_t *total,
-                             pl_error *err) {
+                             const pl_span *sp, int n, int flags,
+                             uint64_t *total, pl_error *err) {
   cuda_buf *cb = m->priv;
   *total = 0;
   PL_TRY(grow_arrays(cb, n, err));
@@ -233,7 +240,8 @@ static pl_status issue_spans(cuda_backend *be, pl_bufmem *m,
   cudaEvent_t start = NULL, done = NULL;
   PL_TRY(timing_events(be, cb, &start, &done, err));
   cudaStream_t s = be->stream;
-  if (cb->has_released) { /* the consumer's stream is done with m->data */
+  if ((flags & PL_SPANS_FIRST) && cb->has_released) {
+    /* the consumer's stream is done with m->data */
     CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
     cb->has_released = 0;
   }
@@ -241,18 +249,20 @@ static pl_status issue_spans(cuda_backend *be, pl_bufmem *m,
     return pl_cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyBatchAsync");
   CUDA_TRY(cudaEventRecord(start, s), err);
   PL_TRY(copy_all(be, cb, n, err));
-  CUDA_TRY(cudaEventRecord(cb->done, s), err);
+  /* One stream: the last piece's event also covers the earlier pieces. */
+  if (flags & PL_SPANS_LAST)
+    CUDA_TRY(cudaEventRecord(cb->done, s), err);
   CUDA_TRY(cudaEventRecord(done, s), err);
   cb->timing = cb->stage == NULL;
   return PL_OK;
 }
 
 static pl_status spans_in(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
-                          int n, pl_error *err) {
+                          int n, int flags, pl_error *err) {
   cuda_buf *cb = m->priv;
   staging *st = cb->stage;
   uint64_t total;
-  pl_status s = issue_spans(be, m, sp, n, &total, err);
+  pl_status s = issue_spans(be, m, sp, n, flags, &total, err);
   cb->stage = NULL;
   m->host = NULL;
   if (s != PL_OK) {
@@ -264,7 +274,8 @@ static pl_status spans_in(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
     pl_error_prefix(err, "%d copies into a batch on %s", n, be->base.name);
     return s;
   }
-  atomic_fetch_add(&be->batches_copied, 1);
+  if (flags & PL_SPANS_LAST)
+    atomic_fetch_add(&be->batches_copied, 1);
   atomic_fetch_add(&be->bytes_copied, total);
   if (st)
     pl_cuda_stage_put(be, st, 1);
@@ -272,10 +283,7 @@ static pl_status spans_in(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
 }
 
 pl_status pl_cuda_fill_spans(pl_backend *b, pl_bufmem *m, const pl_span *sp,
-                             int n, pl_error *err) {
+                             int n, int flags, pl_error *err) {
   cuda_backend *be = cb_of(b);
-  if (!be->nsources)
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "fill_spans: direct mode is not enabled");
-  WITH_DEVICE(be, err, spans_in(be, m, sp, n, err));
+  WITH_DEVICE(be, err, spans_in(be, m, sp, n, flags, err));
 }

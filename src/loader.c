@@ -2,7 +2,6 @@
  * Read loader_internal.h first: it states the ownership and locking rules
  * this file follows. */
 #include "loader_internal.h"
-#include "memcopy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,9 +11,10 @@
 
 enum { FIELD_ALIGN = 256, MAX_WORKERS = 1024, MAX_PREFETCH = 4096 };
 
-/* Batches this large are written with streaming stores (memcopy.h): a few
- * of them in flight no longer fit in any last-level cache. */
-#define STREAM_BATCH_BYTES (16ull << 20)
+/* copy_chunk_bytes 0: chunks this large fit a last-level cache many times
+ * over with two per worker, yet are copied at nearly the full PCIe rate
+ * (bench/results/chunk-probe-h200-2026-12-01.md). */
+#define DEFAULT_CHUNK_BYTES (4ull << 20)
 
 /* ------------------------------------------------------------ config */
 
@@ -164,59 +164,6 @@ static pl_batch *claim(pl_core *c, pl_batch *b) {
   return b;
 }
 
-static void compute_indices(const pl_core *c, pl_batch *b) {
-  uint64_t pos0 = pl_sampler_position(&c->sampler, &b->plan, b->index, 0);
-  for (uint32_t i = 0; i < b->size; i++)
-    b->sample_idx[i] = pl_sampler_index(
-        &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
-}
-
-static pl_status read_samples(pl_core *c, pl_batch *b) {
-  void *dst[64];
-  void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
-  if (!d)
-    return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
-  int timed = c->cfg.timeout_s > 0;
-  pl_status s = PL_OK;
-  for (uint32_t i = 0; i < b->size && s == PL_OK; i++) {
-    for (int f = 0; f < c->nfields; f++)
-      d[f] = (char *)b->mem.host + c->field_off[f] + i * c->field_bytes[f];
-    if (timed) {
-      atomic_store_explicit(&b->cur_sample, b->sample_idx[i],
-                            memory_order_relaxed);
-      atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
-    }
-    s = pl_dataset_read_sample(c->ds, b->sample_idx[i], d, &b->err);
-    if (s == PL_OK && pl_core_abandoned(c, b))
-      s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
-  }
-  if (d != dst)
-    free(d);
-  return s;
-}
-
-/* Fills a claimed buffer, lock not held. */
-static void fill(pl_core *c, pl_batch *b) {
-  double t0 = pl_now();
-  compute_indices(c, b);
-  pl_copy_set_streaming(c->buf_bytes >= STREAM_BATCH_BYTES);
-  pl_status s = c->direct ? pl_direct_fill(c, b)
-                          : c->be->vt->fill_begin(c->be, &b->mem, &b->err);
-  if (s == PL_OK && !c->direct) {
-    s = read_samples(c, b);
-    pl_copy_fence(); /* the sources' streaming stores land before the DMA */
-    if (s == PL_OK)
-      s = c->be->vt->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
-    else
-      c->be->vt->fill_abort(c->be, &b->mem);
-  }
-  if (s != PL_OK && b->err.status == PL_OK)
-    pl_errorf(&b->err, s, "%s", pl_status_str(s));
-  atomic_fetch_add_explicit(&c->worker_busy_ns,
-                            (uint64_t)((pl_now() - t0) * 1e9),
-                            memory_order_relaxed);
-}
-
 /* Publishes a filled buffer. [mu] */
 static void publish(pl_core *c, pl_batch *b) {
   if (slot_is_stale(c, b)) {
@@ -244,7 +191,7 @@ static void *worker_main(void *arg) {
       break;
     claim(c, b);
     pthread_mutex_unlock(&c->mu);
-    fill(c, b);
+    pl_fill(c, b);
     pthread_mutex_lock(&c->mu);
     publish(c, b);
   }
@@ -266,9 +213,9 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   pl_batch *b = calloc(1, sizeof *b);
   if (b)
     b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
-  if (b && c->direct)
+  if (b && c->max_spans) /* chunked or direct */
     b->spans = calloc((size_t)c->max_spans, sizeof *b->spans);
-  if (!b || !b->sample_idx || (c->direct && !b->spans)) {
+  if (!b || !b->sample_idx || (c->max_spans && !b->spans)) {
     if (b) {
       free(b->spans);
       free(b->sample_idx);
@@ -317,6 +264,7 @@ void pl_core_free(pl_core *c) {
   free(c->slots);
   pl_direct_free(c);
   free(c->field_off);
+  free(c->chunk_off);
   free(c->field_bytes);
   free(c);
 }
@@ -331,21 +279,24 @@ void pl_core_unref(pl_core *c) {
 
 /* ------------------------------------------------------------ create */
 
-static pl_status open_backend(pl_core *c, pl_error *err) {
+/* Staging for the CUDA backend: whole batches, prefetch-deep; or, for
+ * large batches, chunks, two per worker so that one is gathered while the
+ * other is copied (loader_fill.c). */
+static void staging_plan(pl_core *c, pl_backend_config *bc) {
+  int w = PL_MAX(c->cfg.num_workers, 1);
+  uint64_t chunk = c->cfg.copy_chunk_bytes ? c->cfg.copy_chunk_bytes
+                                           : DEFAULT_CHUNK_BYTES;
+  pl_chunk_plan(c, chunk, &bc->stage_bytes);
+  bc->staging_buffers = c->chunk_samples ? 2 * w + 2
+                                         : PL_MIN(c->prefetch, w) + 2;
+  if (c->chunk_samples)
+    c->max_spans = c->nfields;
+}
+
+/* CUDA, or (device AUTO) the CPU with a notice when there is none. */
+static pl_status open_cuda(pl_core *c, pl_backend_config *bc, pl_error *err) {
   const pl_loader_config *cfg = &c->cfg;
-  int w = PL_MAX(cfg->num_workers, 1);
-  pl_backend_config bc = {
-      .device_index = cfg->device_index,
-      .pin_memory = cfg->pin_memory,
-      .non_blocking = cfg->non_blocking,
-      .pinned_budget = cfg->pinned_budget,
-      .batch_bytes = c->buf_bytes,
-      .staging_buffers = PL_MIN(c->prefetch, w) + 2,
-      .log = &c->log,
-  };
-  if (cfg->device == PL_DEVICE_CPU)
-    return pl_backend_cpu_create(&bc, &c->be, err);
-  pl_status s = pl_backend_cuda_create(&bc, &c->be, err);
+  pl_status s = pl_backend_cuda_create(bc, &c->be, err);
   if (s == PL_OK || cfg->device == PL_DEVICE_CUDA)
     return s;
   if (s != PL_NO_DEVICE && s != PL_UNSUPPORTED)
@@ -353,7 +304,29 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
   pl_log(&c->log, PL_LOG_INFO, "no usable CUDA device (%s); using the CPU",
          err ? err->message : pl_status_str(s));
   pl_error_clear(err);
-  return pl_backend_cpu_create(&bc, &c->be, err);
+  return pl_backend_cpu_create(bc, &c->be, err);
+}
+
+static pl_status open_backend(pl_core *c, pl_error *err) {
+  const pl_loader_config *cfg = &c->cfg;
+  pl_backend_config bc = {
+      .device_index = cfg->device_index,
+      .pin_memory = cfg->pin_memory,
+      .non_blocking = cfg->non_blocking,
+      .pinned_budget = cfg->pinned_budget,
+      .batch_bytes = c->buf_bytes,
+      .log = &c->log,
+  };
+  staging_plan(c, &bc);
+  pl_status s = PL_OK;
+  if (cfg->device == PL_DEVICE_CPU)
+    s = pl_backend_cpu_create(&bc, &c->be, err);
+  else
+    s = open_cuda(c, &bc, err);
+  /* Chunks need copies by spans; the CPU backend gathers in place. */
+  if (s == PL_OK && !c->be->vt->fill_spans)
+    c->chunk_samples = 0, c->max_spans = 0;
+  return s;
 }
 
 static pl_status layout(pl_core *c) {
@@ -361,7 +334,8 @@ static pl_status layout(pl_core *c) {
   c->nfields = ds->nfields;
   c->field_off = calloc((size_t)ds->nfields, sizeof *c->field_off);
   c->field_bytes = calloc((size_t)ds->nfields, sizeof *c->field_bytes);
-  if (!c->field_off || !c->field_bytes)
+  c->chunk_off = calloc((size_t)ds->nfields, sizeof *c->chunk_off);
+  if (!c->field_off || !c->field_bytes || !c->chunk_off)
     return PL_NO_MEMORY;
   uint64_t end = 0;
   for (int f = 0; f < ds->nfields; f++) {
@@ -545,7 +519,7 @@ static int all_held(const pl_core *c) {
 static pl_status fill_here(pl_core *c, pl_batch *b) {
   claim(c, b);
   pthread_mutex_unlock(&c->mu);
-  fill(c, b);
+  pl_fill(c, b);
   pthread_mutex_lock(&c->mu);
   publish(c, b);
   return PL_OK;

@@ -105,6 +105,7 @@ void pl_direct_setup(pl_core *c) {
     direct_off(c, why);
     free(r);
     pl_direct_free(c);
+    c->max_spans = c->chunk_samples ? c->nfields : 0;
     return;
   }
   free(r);
@@ -175,7 +176,8 @@ pl_status pl_direct_fill(pl_core *c, pl_batch *b) {
       return pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
     }
   }
-  PL_TRY(bv->fill_spans(c->be, &b->mem, b->spans, n, &b->err));
+  PL_TRY(bv->fill_spans(c->be, &b->mem, b->spans, n,
+                        PL_SPANS_FIRST | PL_SPANS_LAST, &b->err));
   atomic_fetch_add_explicit(&c->batches_direct, 1, memory_order_relaxed);
   return PL_OK;
 }

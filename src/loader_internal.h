@@ -52,7 +52,7 @@ struct pl_batch {
   pl_epoch_plan plan;
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
-  pl_span *spans;       /* max_spans entries in direct mode */
+  pl_span *spans;       /* max_spans entries (chunked or direct mode) */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
@@ -80,12 +80,17 @@ struct pl_core {
   int growing;      /* [mu] buffers being allocated outside the lock */
   int max_slots;
   int prefetch;
+  /* Chunked gathers (loader_fill.c), fixed at create: 0 samples means
+   * whole batches. */
+  uint32_t chunk_samples; /* samples per chunk */
+  uint64_t *chunk_off;    /* per field: its array in a chunk */
+
   /* Direct mode (loader_direct.c), fixed at create. */
   int direct;            /* large fields are copied from the dataset itself */
   uint8_t *field_direct; /* per field: copied straight (1) or gathered (0) */
   uint64_t *stage_off;   /* per gathered field: its array in a staging buffer */
   uint64_t stage_bytes;  /* a staging buffer: the gathered fields only */
-  int max_spans;         /* copies one batch may need */
+  int max_spans;         /* copies one batch (direct) or chunk may need */
 
   /* The job stream [mu]. */
   uint64_t gen;
@@ -118,6 +123,15 @@ static inline int pl_core_abandoned(pl_core *c, const pl_batch *b) {
   return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
          atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
 }
+
+/* Fills a claimed batch (loader_fill.c): sample indices, the gather and
+ * the copies; failures in b->err. Lock not held. */
+void pl_fill(pl_core *c, pl_batch *b);
+
+/* Chunked gathers for copy_chunk_bytes (0 = whole batches): sets
+ * chunk_samples and chunk_off, and the staging buffer size they need in
+ * *stage_bytes (0: whole batches). Needs the layout. */
+void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes);
 
 /* Direct mode (loader_direct.c). setup: after the backend exists, turns it
  * on when the dataset, the backend and the pinned budget allow, and logs

@@ -46,6 +46,8 @@ static void run_usage(FILE *f) {
       "                      default: what the prefetch depth needs); room\n"
       "                      for the data files too lets large samples be\n"
       "                      copied straight from them (CUDA, no gather)\n"
+      "  --copy-chunk B      large batches are gathered and copied in chunks\n"
+      "                      of about B bytes (default 4M; off: whole batches)\n"
       "  --rank R --world-size W   this process's shard (default: from\n"
       "                      RANK / WORLD_SIZE / LOCAL_RANK when set)\n"
       "  --max-batches N     stop after N batches\n"
@@ -84,6 +86,10 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--seed")) bad = cli_parse_u64(v, &c->seed);
   else if (!strcmp(a, "--pinned-budget"))
     bad = cli_parse_size(v, &c->pinned_budget);
+  else if (!strcmp(a, "--copy-chunk"))
+    bad = !strcmp(v, "off") ? (c->copy_chunk_bytes = UINT64_MAX, 0)
+                            : cli_parse_size(v, &c->copy_chunk_bytes) ||
+                                  c->copy_chunk_bytes == 0;
   else if (!strcmp(a, "--epochs")) bad = cli_parse_u64(v, &o->epochs);
   else if (!strcmp(a, "--max-batches")) bad = cli_parse_u64(v, &o->max_batches);
   else if (!strcmp(a, "--timeout")) bad = cli_parse_double(v, &c->timeout_s) || c->timeout_s < 0;

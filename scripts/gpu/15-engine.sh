@@ -2,9 +2,10 @@
 # GPU part 15: the transfer engine's targets, through `pinloader run`:
 #   - CIFAR-10-format uint8 samples (3,072-byte images), shuffled, batch 1024,
 #     14 workers: samples/s into device memory; again with --no-pin and --sync;
-#   - large batches (batch 32768 = 96 MiB): bytes/s into device memory next to
-#     plain cudaMemcpyAsync from pinned memory (`pinloader bench bandwidth`)
-#     measured in the same run;
+#   - large batches (77 MB of 150 KB images; 96 MiB of CIFAR images): bytes/s
+#     into device memory, gathered whole or in chunks, or copied straight
+#     from the files (direct mode), next to plain cudaMemcpyAsync from pinned
+#     memory (`pinloader bench bandwidth`) measured in the same run;
 #   - --checksum on the GPU (bytes read back from device memory) equals the
 #     CPU backend's checksum on the same files and order.
 # Results: $PL_GPU_LOGS/15-engine.txt (packed by gpu-check.sh).
@@ -57,10 +58,16 @@ with open(f"{d}/lbl-idx1-ubyte", "wb") as f:
     f.write(np.random.default_rng(1).integers(0, 256, n, dtype=np.uint8).tobytes())
 PY
 big="idx:$data/img-idx3-ubyte,$data/lbl-idx1-ubyte"
-for w in 14 16; do
-  spec=$big run "gather, 77 MB batches, $w wk" --device cuda --batch-size 512 --workers $w --shuffle --epochs 40
+# The default gather copies 4 MiB chunks as soon as each is full; whole
+# batches (--copy-chunk off) was the engine before that.
+spec=$big run "gather whole batches, 14 wk" --device cuda --batch-size 512 --workers 14 --shuffle --epochs 40 --copy-chunk off
+for w in 14 16 8; do
+  spec=$big run "gather 4M chunks (default), $w wk" --device cuda --batch-size 512 --workers $w --shuffle --epochs 40
 done
-spec=$big run "gather, 77 MB, sequential, 14" --device cuda --batch-size 512 --workers 14 --epochs 40
+for ch in 1M 2M 8M; do
+  spec=$big run "gather $ch chunks, 14 wk" --device cuda --batch-size 512 --workers 14 --shuffle --epochs 40 --copy-chunk $ch
+done
+spec=$big run "gather 4M chunks, sequential, 14" --device cuda --batch-size 512 --workers 14 --epochs 40
 # Direct mode: a budget that holds the files (1.2 GB) lets the loader
 # page-lock them in place; the images are copied straight from them, one
 # cudaMemcpyBatchAsync per batch, and only the labels are gathered.
@@ -70,6 +77,7 @@ done
 spec=$big run "direct (budget 4G), sequential, 4" --device cuda --batch-size 512 --workers 4 --epochs 120 --pinned-budget 4G
 spec=$big run "direct, shuffled, 4 wk, --sync" --device cuda --batch-size 512 --workers 4 --shuffle --epochs 120 --pinned-budget 4G --sync
 run "CIFAR, batch 32768 (96 MiB), 14 wk" --device cuda --batch-size 32768 --workers 14 --shuffle --epochs 10
+run "CIFAR, batch 32768, whole batches" --device cuda --batch-size 32768 --workers 14 --shuffle --epochs 10 --copy-chunk off
 echo "-- plain cudaMemcpyAsync from pinned memory, same run:" | tee -a "$res"
 "$cli" bench bandwidth --quiet --no-plot --min-size 67108864 --max-size 268435456 2>&1 | tee -a "$res"
 

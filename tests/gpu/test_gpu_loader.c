@@ -3,8 +3,11 @@
  * combination; batches held for long are never overwritten; a consumer
  * that orders everything by streams (no host waits) reads every batch
  * right while buffers are recycled under it; the pinned budget holds and a
- * pinning failure falls back with correct data. Exits 77 (skip) without
- * CUDA or a usable GPU. */
+ * pinning failure falls back with correct data. The checks run twice:
+ * with whole-batch staging, and with batches gathered and copied in chunks
+ * of 2 or 3 samples (copy_chunk_bytes small), so that a batch arrives as
+ * many copies, the last one partial. Exits 77 (skip) without CUDA or a
+ * usable GPU. */
 #include "testutil.h"
 
 #ifndef PL_HAVE_CUDA
@@ -68,6 +71,10 @@ static pl_dataset *make_dataset(uint64_t n, ds_user *u) {
 
 static pl_test_log g_log = PL_TEST_LOG_INIT;
 
+/* copy_chunk_bytes for every loader the checks make (0: whole batches, as
+ * these batches are small). */
+static uint64_t g_chunk;
+
 /* ---------------------------------------------------------------- helpers */
 
 static pl_loader_config config(uint32_t bs, int workers, int prefetch,
@@ -83,6 +90,7 @@ static pl_loader_config config(uint32_t bs, int workers, int prefetch,
   c.non_blocking = nb;
   c.log = pl_test_capture_log;
   c.log_user = &g_log;
+  c.copy_chunk_bytes = g_chunk;
   return c;
 }
 
@@ -453,16 +461,22 @@ int main(void) {
     printf("test_gpu_loader: no usable GPU (%s), skipped\n", err.message);
     return pl_test_failures ? 1 : 77;
   }
-  printf("matrix\n");
-  test_matrix();
-  printf("hold all\n");
-  test_hold_all(1);
-  test_hold_all(0);
-  printf("stream consumer\n");
-  test_stream_consumer();
-  printf("budget\n");
-  test_budget(1);
-  test_budget(2 * 20480);
+  /* 1093-byte samples: chunks of 3000 bytes hold 2 of them, of 3300 3. */
+  static const uint64_t chunks[] = {0, 3000, 3300};
+  for (int k = 0; k < 3; k++) {
+    g_chunk = chunks[k];
+    printf("copy_chunk_bytes %llu: matrix\n", (unsigned long long)g_chunk);
+    test_matrix();
+    printf("hold all\n");
+    test_hold_all(1);
+    test_hold_all(0);
+    printf("stream consumer\n");
+    test_stream_consumer();
+    printf("budget\n");
+    test_budget(1);
+    test_budget(g_chunk ? 2 * 4096 : 2 * 20480); /* room for 2 staging buffers */
+  }
+  g_chunk = 0;
 #ifdef PL_FAULT_INJECTION
   printf("pin failure\n");
   test_pin_failure();
