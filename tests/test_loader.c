@@ -250,6 +250,51 @@ static void bad_config(void) {
   pl_dataset_destroy(ds);
 }
 
+/* The CUDA-only knobs on the CPU backend: a pinned budget that holds the
+ * files (direct mode) and tiny copy chunks change nothing: the batches are
+ * gathered in place, byte for byte, and pl_loader_sync has nothing to wait
+ * for. */
+static void cpu_ignores_copy_knobs(void) {
+  enum { N = 40, ROWS = 64, COLS = 1024, IMG = ROWS * COLS, BS = 16 };
+  const char *img = pl_test_path("big-img"), *lbl = pl_test_path("big-lbl");
+  CHECK(pl_test_write_idx(img, lbl, N, ROWS, COLS, 0) == 0);
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_open_idx(img, lbl, &ds, &err), &err);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = BS;
+  cfg.num_workers = 2;
+  cfg.shuffle = 1;
+  cfg.device = PL_DEVICE_CPU;
+  cfg.pinned_budget = 1ull << 30;
+  cfg.copy_chunk_bytes = 4096;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pl_batch *b;
+  uint64_t seen = 0, bad = 0;
+  while (ld && pl_loader_next(ld, &b, &err) == PL_OK) {
+    const uint8_t *x = pl_batch_data(b, 0), *y = pl_batch_data(b, 1);
+    for (uint32_t i = 0; i < pl_batch_size(b); i++, seen++) {
+      uint64_t idx = pl_batch_sample_index(b, i);
+      for (uint32_t j = 0; j < IMG; j++)
+        bad += x[(size_t)i * IMG + j] != pl_test_byte(idx, j);
+      bad += y[i] != pl_test_byte(idx, 1u << 20) % 10;
+    }
+    pl_batch_release(b, NULL);
+  }
+  CHECK_EQ_U64(seen, N);
+  CHECK_EQ_U64(bad, 0);
+  CHECK_OK(pl_loader_sync(ld, &err), &err);
+  pl_loader_stats st;
+  pl_loader_stats_get(ld, &st);
+  CHECK_EQ_U64(st.batches_direct, 0);
+  CHECK_EQ_U64(st.pinned_bytes, 0);
+  CHECK_STATUS(pl_loader_sync(NULL, &err), PL_INVALID_ARGUMENT, &err);
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+}
+
 /* A stalled sample fails with PL_TIMEOUT naming it, instead of hanging. */
 static void stall_timeout(void) {
   fixture fx = {.sleep_s = 1.5, .sleep_at = 13};
@@ -287,5 +332,6 @@ int main(void) {
   set_epoch();
   bad_config();
   stall_timeout();
+  cpu_ignores_copy_knobs();
   return pl_test_finish("test_loader");
 }
