@@ -16,7 +16,8 @@ cmake --build "$build" --target pinloader_static -j"$(nproc)" >/dev/null
 
 # The static library may need the CUDA runtime (a CUDA build).
 libs=(-lz -lpthread -lm)
-if nm "$build/libpinloader.a" 2>/dev/null | grep -q ' U cuda'; then
+# (grep without -q: nm must not die of SIGPIPE under pipefail)
+if nm "$build/libpinloader.a" 2>/dev/null | grep ' U cuda' >/dev/null; then
   cudalib=$(grep -o 'CUDA_cudart_static_LIBRARY:FILEPATH=.*' "$build/CMakeCache.txt" | cut -d= -f2)
   libs+=("${cudalib:-/usr/local/cuda/lib64/libcudart_static.a}" -ldl -lrt)
 fi
