@@ -4,7 +4,7 @@
  * figures must be flat after the first epoch or two.
  *
  *   soak [--images F --labels F] [--workers 8] [--prefetch 4] [--batch 256]
- *        [--epochs 50] [--seconds 0] [--device auto|cpu|cuda] [--float]
+ *        [--epochs 50] [--seconds 0] [--device auto|cpu|cuda] [--float] [--direct]
  *        [--recreate K] [--every K] [--max-growth-mib 32]
  *
  * --recreate K destroys and recreates the loader every K epochs (leaks in
@@ -48,7 +48,7 @@ typedef struct opts {
   const char *images, *labels, *device;
   int workers, prefetch, batch, epochs, recreate, to_float, every;
   double seconds, max_growth_mib;
-  unsigned long long pinned_budget; /* direct mode when it holds the files */
+  int direct; /* direct_copy: large samples straight from the files */
 } opts;
 
 static void parse(int argc, char **argv, opts *o) {
@@ -74,8 +74,7 @@ static void parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--epochs") && v) o->epochs = atoi(v);
     else if (!strcmp(a, "--seconds") && v) o->seconds = atof(v);
     else if (!strcmp(a, "--recreate") && v) o->recreate = atoi(v);
-    else if (!strcmp(a, "--pinned-budget") && v)
-      o->pinned_budget = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--direct")) { o->direct = 1; used = 0; }
     else if (!strcmp(a, "--every") && v) o->every = atoi(v) > 0 ? atoi(v) : 1;
     else if (!strcmp(a, "--max-growth-mib") && v) o->max_growth_mib = atof(v);
     else if (!strcmp(a, "--float")) { o->to_float = 1; used = 0; }
@@ -97,7 +96,7 @@ static pl_loader *make_loader(pl_dataset *ds, const opts *o, int epoch) {
   cfg.seed = 1;
   cfg.epoch = (uint64_t)epoch;
   cfg.timeout_s = 60; /* a stall fails loudly instead of hanging the soak */
-  cfg.pinned_budget = o->pinned_budget;
+  cfg.direct_copy = o->direct;
   cfg.device = !strcmp(o->device, "cpu")    ? PL_DEVICE_CPU
                : !strcmp(o->device, "cuda") ? PL_DEVICE_CUDA
                                             : PL_DEVICE_AUTO;

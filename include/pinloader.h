@@ -247,15 +247,17 @@ typedef struct pl_loader_config {
   int pin_memory;     /* stage batches in page-locked memory; default 1 */
   int non_blocking;   /* copy asynchronously, order by events; default 1 */
   uint64_t pinned_budget; /* bytes of page-locked memory the loader may hold;
-                             0 means what the prefetch depth needs. A budget
-                             that also holds the data files lets a CUDA
-                             loader page-lock them in place and copy fields
-                             of 64 KiB or more per sample straight from them,
-                             with no CPU gather (IDX and records sources;
-                             docs/gpu-engine.md, "Direct mode") */
+                             0 means what the prefetch depth needs (and, with
+                             direct_copy, the data files) */
   uint64_t max_batch_buffers; /* batch buffers the pool may grow to, counting
                                  batches the consumer holds; 0 means
                                  prefetch + 2 + num_workers */
+  int direct_copy; /* CUDA: copy fields of 64 KiB or more per sample straight
+                      from the data files, page-locked in place at create,
+                      with no CPU gather (IDX and records sources; default
+                      0). The files count as pinned memory; a pinned_budget
+                      too small for them turns it off, and the log says
+                      why. docs/gpu-engine.md, "Direct mode" */
   uint64_t copy_chunk_bytes; /* CUDA: a batch of more than twice this is
                                 gathered into small staging chunks of about
                                 this size, each copied as soon as it is full

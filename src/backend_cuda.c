@@ -23,9 +23,9 @@
  * the releasing thread may never have touched it) and gives the calling
  * thread its own current device back on return.
  *
- * Direct mode (backend_cuda_direct.c) adds copies straight from the
- * dataset's registered memory, with staging buffers only for the fields
- * still gathered. */
+ * backend_cuda_direct.c adds batches that arrive as several copies
+ * (fill_spans): chunked gathers, and direct mode, which copies straight
+ * from the dataset's registered memory. */
 #include "backend_cuda.h"
 #include "pinned_pool.h"
 
@@ -39,7 +39,6 @@ pl_status pl_cuda_fail(pl_error *err, cudaError_t rc, const char *call) {
                    rc == cudaErrorMemoryAllocation ? PL_NO_MEMORY : PL_CUDA,
                    "%s: %s", call, cudaGetErrorString(rc));
 }
-
 
 int pl_cuda_dev_enter(cuda_backend *be, pl_status *s, pl_error *err) {
   int prev = -1;
@@ -60,7 +59,6 @@ void pl_cuda_dev_leave(cuda_backend *be, int prev) {
   if (prev >= 0 && prev != be->base.device_index)
     (void)cudaSetDevice(prev);
 }
-
 
 /* ------------------------------------------------------------ copy time */
 
@@ -339,7 +337,10 @@ static void cuda_buf_free(pl_backend *b, pl_bufmem *m) {
   pl_status s;
   int prev = pl_cuda_dev_enter(be, &s, NULL);
   if (cb) {
-    /* Neither our copy nor the consumer's last work may still use it. */
+    /* Neither our copies nor the consumer's last work may still use it.
+     * The stream, not just `done`: a batch that failed halfway through its
+     * chunks queued copies that no `done` covers. */
+    cudaStreamSynchronize(be->stream);
     cudaEventSynchronize(cb->done);
     if (cb->has_released)
       cudaEventSynchronize(cb->released);

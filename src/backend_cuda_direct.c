@@ -19,9 +19,10 @@
  * per-copy cost loses to a gather, so the loader gathers those fields into
  * a (now small) staging buffer and the same call copies them too.
  *
- * Pinning a file's pages costs budget (the files' bytes count as pinned)
- * and time at create (about 0.3 s per GiB), which is why the loader asks
- * for it only when the caller's pinned_budget holds the files. */
+ * Pinning a file's pages costs budget (the files' bytes count as pinned;
+ * a default budget grows to hold them) and time at create (about 0.3 s per
+ * GiB), which is why the loader asks for it only when the caller did
+ * (direct_copy). */
 #include "backend_cuda.h"
 #include "pinned_pool.h"
 
@@ -36,20 +37,25 @@ static void unregister_all(void **p, int n) {
 }
 
 /* Page-locks the regions. A mapped file's pages are registered read-only
- * (the mapping is PROT_READ); decompressed bytes are ordinary heap. */
+ * (the mapping is PROT_READ); decompressed bytes are ordinary heap. The
+ * loader never passes a private file mapping (registering one hangs). */
 static pl_status register_regions(const pl_region *r, int n, void **done,
                                   pl_error *err) {
   for (int i = 0; i < n; i++) {
-    unsigned flags = r[i].file_pages ? cudaHostRegisterReadOnly
-                                     : cudaHostRegisterDefault;
+    int file = r[i].kind == PL_REGION_SHARED_FILE;
+    if (r[i].kind == PL_REGION_PRIVATE_FILE) { /* would hang: never */
+      unregister_all(done, i);
+      return pl_errorf(err, PL_INVALID_ARGUMENT,
+                       "a private file mapping cannot be page-locked");
+    }
+    unsigned flags = file ? cudaHostRegisterReadOnly : cudaHostRegisterDefault;
     cudaError_t rc = PL_FAULT(PL_FAULT_PIN_ALLOC)
                          ? cudaErrorMemoryAllocation
                          : cudaHostRegister((void *)r[i].ptr, r[i].len, flags);
     if (rc != cudaSuccess) {
       unregister_all(done, i);
-      pl_status s = pl_cuda_fail(err, rc, r[i].file_pages
-                                              ? "cudaHostRegister(ReadOnly)"
-                                              : "cudaHostRegister");
+      pl_status s = pl_cuda_fail(err, rc, file ? "cudaHostRegister(ReadOnly)"
+                                               : "cudaHostRegister");
       pl_error_prefix(err, "page-locking %llu bytes of dataset memory",
                       (unsigned long long)r[i].len);
       return s;
@@ -73,17 +79,18 @@ static pl_status enable_in(cuda_backend *be, const pl_region *r, int n,
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pthread_mutex_lock(&be->mu);
   pl_status s = PL_OK;
+  uint64_t budget = be->cfg.pinned_budget ? be->cfg.pinned_budget : need;
   if (be->nsources || be->seq || be->pin_reserved)
     s = pl_errorf(err, PL_INVALID_ARGUMENT,
                   "enable_direct after the first fill");
-  else if (need > be->budget)
+  else if (need > budget)
     s = pl_errorf(err, PL_NO_MEMORY,
                   "the pinned budget of %llu bytes cannot hold the dataset's "
                   "%llu bytes plus %llu bytes of staging buffers",
-                  (unsigned long long)be->budget, (unsigned long long)bytes,
+                  (unsigned long long)budget, (unsigned long long)bytes,
                   (unsigned long long)stage_total);
   else
-    be->pin_reserved += bytes;
+    be->pin_reserved += bytes, be->budget = budget;
   pthread_mutex_unlock(&be->mu);
   if (s == PL_OK && (s = register_regions(r, n, regs, err)) != PL_OK) {
     pthread_mutex_lock(&be->mu);
@@ -193,17 +200,35 @@ static int batch_api_missing(cudaError_t rc) {
          rc == cudaErrorNotYetImplemented;
 }
 
+/* One cudaMemcpyBatchAsync of n copies. The call appeared in CUDA 12.8
+ * with a failure-index argument that CUDA 13 dropped; older toolkits have
+ * none, and their builds always take the loop. Stream order: a source may
+ * be staging memory that a later fill rewrites once this copy's events say
+ * it is done. */
+static cudaError_t batch_copy(cuda_buf *cb, int n, cudaStream_t s) {
+#if CUDART_VERSION >= 12080
+  struct cudaMemcpyAttributes at = {
+      .srcAccessOrder = cudaMemcpySrcAccessOrderStream};
+  size_t zero = 0;
+#if CUDART_VERSION >= 13000
+  return cudaMemcpyBatchAsync(cb->dsts, cb->srcs, cb->sizes, (size_t)n, &at,
+                              &zero, 1, s);
+#else
+  size_t fail_idx = 0;
+  return cudaMemcpyBatchAsync(cb->dsts, cb->srcs, cb->sizes, (size_t)n, &at,
+                              &zero, 1, &fail_idx, s);
+#endif
+#else
+  (void)cb, (void)n, (void)s;
+  return cudaErrorNotSupported;
+#endif
+}
+
 static pl_status copy_all(cuda_backend *be, cuda_buf *cb, int n,
                           pl_error *err) {
   cudaStream_t s = be->stream;
   if (n > 1 && !atomic_load(&be->no_batch_api)) {
-    /* Stream order: a source may be staging memory that a later fill
-     * rewrites once this copy's events say it is done. */
-    struct cudaMemcpyAttributes at = {
-        .srcAccessOrder = cudaMemcpySrcAccessOrderStream};
-    size_t zero = 0;
-    cudaError_t rc = cudaMemcpyBatchAsync(cb->dsts, cb->srcs, cb->sizes,
-                                          (size_t)n, &at, &zero, 1, s);
+    cudaError_t rc = batch_copy(cb, n, s);
     if (rc == cudaSuccess)
       return PL_OK;
     if (!batch_api_missing(rc))

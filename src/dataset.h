@@ -15,13 +15,27 @@
 
 #include <stdatomic.h>
 
-/* Memory a source reads its samples from: a file mapped read-only
- * (file_pages) or the decompressed bytes of a .gz file (heap memory). */
+/* Memory a source reads its samples from: a file mapped read-only, shared
+ * or (where the file system refuses that) private, or the decompressed
+ * bytes of a .gz file (heap memory). Only the first and the last can be
+ * page-locked in place: registering a private file mapping hangs. */
+typedef enum {
+  PL_REGION_HEAP = 0,
+  PL_REGION_SHARED_FILE,
+  PL_REGION_PRIVATE_FILE
+} pl_region_kind;
+
 typedef struct pl_region {
   const void *ptr;
   uint64_t len;
-  int file_pages;
+  pl_region_kind kind;
 } pl_region;
+
+/* The region kind of a file map's bytes. */
+#define PL_FILE_MAP_REGION(m)                                              \
+  (!(m)->mapping ? PL_REGION_HEAP                                          \
+   : (m)->shared ? PL_REGION_SHARED_FILE                                   \
+                 : PL_REGION_PRIVATE_FILE)
 
 typedef struct pl_dataset_vt {
   const char *kind; /* "callback", "idx", "cifar10", "records", ... */

@@ -69,10 +69,16 @@ static pl_status map_raw(const char *path, pl_file_map *m, pl_error *err) {
   /* Shared, not private: for a read-only mapping the two read the same
    * page-cache pages, but only a shared one can be page-locked in place
    * (cudaHostRegister of a private file mapping hung the driver on the
-   * H200 machine; bench/results/direct-probe-h200-2026-12-01.md). */
+   * H200 machine; bench/results/direct-probe-h200-2026-12-01.md). Some
+   * file systems (FUSE in direct_io mode) refuse shared mappings: those
+   * files are mapped private, and direct mode leaves them alone. */
   void *p = PL_FAULT(PL_FAULT_FILE_MAP)
                 ? (errno = ENOMEM, MAP_FAILED)
                 : mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+  m->shared = p != MAP_FAILED;
+  if (p == MAP_FAILED && (errno == ENODEV || errno == EACCES ||
+                          errno == EINVAL || errno == EPERM))
+    p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
   int mmap_errno = errno;
   close(fd); /* the mapping keeps the file */
   if (p == MAP_FAILED)

@@ -19,6 +19,7 @@ typedef struct pl_file_map {
   /* What close gives back: */
   void *mapping;
   size_t mapping_len;
+  bool shared; /* mapped MAP_SHARED (else MAP_PRIVATE: see file_map.c) */
   void *owned; /* the decompressed bytes of a .gz file */
 } pl_file_map;
 

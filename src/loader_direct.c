@@ -5,12 +5,13 @@
  * gathered as usual into a staging buffer just big enough for them, and
  * queued in the same call. No CPU touches the large fields' bytes.
  *
- * When: a device backend that supports it (CUDA), pin_memory on, a
- * pinned_budget set by the caller that holds the files (they count as
- * pinned: page-locking a whole data set is the caller's decision, never a
- * default), a source that can say where its bytes live (IDX, records), a
- * view for every field, and at least one field of DIRECT_MIN_SAMPLE bytes
- * or more. Anything else gathers as before, and the log says why. */
+ * When: the caller asked (direct_copy: page-locking a whole data set is
+ * the caller's decision, never a default), a device backend that supports
+ * it (CUDA), pin_memory on, a pinned budget that holds the files (the
+ * default one grows to), a source that can say where its bytes live (IDX,
+ * records) in files that could be mapped shared, a view for every field,
+ * and at least one field of DIRECT_MIN_SAMPLE bytes or more. Anything else
+ * gathers as before, and the log says why. */
 #include "loader_internal.h"
 
 #include <stdlib.h>
@@ -29,10 +30,12 @@ static void direct_off(pl_core *c, const char *why) {
 }
 
 /* Adds field f's regions to r (n so far), skipping ones already there.
- * -1 when there are more than MAX_REGIONS. */
-static int add_regions(const pl_dataset *ds, int f, pl_region *r, int n) {
+ * Returns the new count, or -1 with *why set. */
+static int add_regions(const pl_dataset *ds, int f, pl_region *r, int n,
+                       const char **why) {
   pl_region mine[MAX_REGIONS];
   int k = ds->vt->regions(ds, f, mine, MAX_REGIONS);
+  *why = "the source is spread over too many files";
   if (k < 0 || k > MAX_REGIONS)
     return -1;
   for (int i = 0; i < k; i++) {
@@ -41,10 +44,16 @@ static int add_regions(const pl_dataset *ds, int f, pl_region *r, int n) {
       seen = r[j].ptr == mine[i].ptr;
     if (seen || mine[i].len == 0)
       continue;
+    if (mine[i].kind == PL_REGION_PRIVATE_FILE) {
+      *why = "a data file's file system refused a shared mapping, and a "
+             "private one cannot be page-locked in place";
+      return -1;
+    }
     if (n == MAX_REGIONS)
       return -1;
     r[n++] = mine[i];
   }
+  *why = NULL;
   return n;
 }
 
@@ -79,20 +88,32 @@ static int plan_fields(pl_core *c, const char **why) {
 void pl_direct_setup(pl_core *c) {
   const pl_backend_vt *bv = c->be->vt;
   const pl_dataset *ds = c->ds;
-  if (!bv->enable_direct || !bv->fill_spans || !c->cfg.pin_memory ||
-      !c->cfg.pinned_budget || !ds->vt->regions || !ds->vt->view ||
-      ds->length == 0)
-    return; /* not asked for, or not possible here: nothing to say */
+  if (!c->cfg.direct_copy || ds->length == 0)
+    return;
+  if (!bv->enable_direct || !bv->fill_spans) {
+    direct_off(c, "they need a CUDA device (these batches live in host "
+                  "memory)");
+    return;
+  }
+  if (!c->cfg.pin_memory) {
+    direct_off(c, "pin_memory is off");
+    return;
+  }
+  if (!ds->vt->regions || !ds->vt->view) {
+    direct_off(c, "this source cannot say where its bytes live (only IDX "
+                  "and records sources can)");
+    return;
+  }
   c->field_direct = calloc((size_t)c->nfields, 1);
   c->stage_off = calloc((size_t)c->nfields, sizeof *c->stage_off);
   pl_region *r = calloc(MAX_REGIONS, sizeof *r);
   const char *why = "out of memory";
   int n = 0;
   if (c->field_direct && c->stage_off && r && plan_fields(c, &why)) {
-    for (int f = 0; f < c->nfields && n >= 0; f++)
+    why = NULL;
+    for (int f = 0; f < c->nfields && !why; f++)
       if (c->field_direct[f])
-        n = add_regions(ds, f, r, n);
-    why = n < 0 ? "the source is spread over too many files" : NULL;
+        n = add_regions(ds, f, r, n, &why);
   }
   uint64_t bytes = 0;
   for (int i = 0; !why && i < n; i++)
@@ -108,7 +129,8 @@ void pl_direct_setup(pl_core *c) {
     c->max_spans = c->chunk_samples ? c->nfields : 0;
     return;
   }
-  free(r);
+  c->regions = r; /* copies never run across two of them */
+  c->nregions = n;
   c->direct = 1;
   pl_log(&c->log, PL_LOG_INFO,
          "%llu bytes of dataset memory page-locked in place (%d region%s, "
@@ -120,8 +142,20 @@ void pl_direct_setup(pl_core *c) {
 void pl_direct_free(pl_core *c) {
   free(c->field_direct);
   free(c->stage_off);
+  free(c->regions);
   c->field_direct = NULL;
   c->stage_off = NULL;
+  c->regions = NULL;
+  c->nregions = 0;
+}
+
+/* Whether p is where a region begins: two files may be mapped back to
+ * back, but one copy must not run from one registration into another. */
+static int region_start(const pl_core *c, const uint8_t *p) {
+  for (int i = 0; i < c->nregions; i++)
+    if ((const uint8_t *)c->regions[i].ptr == p)
+      return 1;
+  return 0;
 }
 
 /* One copy per run of samples of field f that lie back to back both in
@@ -134,7 +168,7 @@ static int field_spans(pl_core *c, pl_batch *b, int f, int n) {
     uint64_t dst = c->field_off[f] + (uint64_t)i * fb;
     pl_span *last = i ? &b->spans[n - 1] : NULL;
     if (last && (const uint8_t *)last->src + last->len == src &&
-        last->dst_off + last->len == dst) {
+        last->dst_off + last->len == dst && !region_start(c, src)) {
       last->len += fb;
       continue;
     }

@@ -56,6 +56,9 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
     if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
+  /* Waits for staging or copies that follow are not a stalled sample. */
+  if (timed)
+    atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
   if (d != dst)
     free(d);
   return s;
@@ -77,8 +80,9 @@ static pl_status fill_whole(pl_core *c, pl_batch *b) {
 static pl_status fill_chunked(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
   pl_copy_set_streaming(0);
-  for (uint32_t i0 = 0; i0 < b->size; i0 += c->chunk_samples) {
-    uint32_t i1 = (uint32_t)PL_MIN((uint64_t)i0 + c->chunk_samples, b->size);
+  for (uint64_t k0 = 0; k0 < b->size; k0 += c->chunk_samples) {
+    uint32_t i0 = (uint32_t)k0,
+             i1 = (uint32_t)PL_MIN(k0 + c->chunk_samples, (uint64_t)b->size);
     PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
     uint8_t *host = b->mem.host;
     pl_status s = read_samples(c, b, i0, i1, host, c->chunk_off);

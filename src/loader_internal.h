@@ -90,6 +90,8 @@ struct pl_core {
   uint8_t *field_direct; /* per field: copied straight (1) or gathered (0) */
   uint64_t *stage_off;   /* per gathered field: its array in a staging buffer */
   uint64_t stage_bytes;  /* a staging buffer: the gathered fields only */
+  pl_region *regions;    /* the dataset memory registered */
+  int nregions;
   int max_spans;         /* copies one batch (direct) or chunk may need */
 
   /* The job stream [mu]. */

@@ -184,7 +184,7 @@ static int idx_regions(const pl_dataset *ds, int field, pl_region *out,
                        int max) {
   const pl_file_map *m = &((const idx_impl *)ds->impl)->file[field].map;
   if (max > 0)
-    out[0] = (pl_region){m->data, m->size, m->mapping != NULL};
+    out[0] = (pl_region){m->data, m->size, PL_FILE_MAP_REGION(m)};
   return 1;
 }
 

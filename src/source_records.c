@@ -80,7 +80,7 @@ static int records_regions(const pl_dataset *ds, int field, pl_region *out,
     if (m->size == 0)
       continue;
     if (n < max)
-      out[n] = (pl_region){m->data, m->size, m->mapping != NULL};
+      out[n] = (pl_region){m->data, m->size, PL_FILE_MAP_REGION(m)};
     n++;
   }
   return n;

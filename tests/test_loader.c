@@ -250,10 +250,9 @@ static void bad_config(void) {
   pl_dataset_destroy(ds);
 }
 
-/* The CUDA-only knobs on the CPU backend: a pinned budget that holds the
- * files (direct mode) and tiny copy chunks change nothing: the batches are
- * gathered in place, byte for byte, and pl_loader_sync has nothing to wait
- * for. */
+/* The CUDA-only knobs on the CPU backend: direct_copy and tiny copy
+ * chunks change nothing: the batches are gathered in place, byte for byte,
+ * and pl_loader_sync has nothing to wait for. */
 static void cpu_ignores_copy_knobs(void) {
   enum { N = 40, ROWS = 64, COLS = 1024, IMG = ROWS * COLS, BS = 16 };
   const char *img = pl_test_path("big-img"), *lbl = pl_test_path("big-lbl");
@@ -267,7 +266,7 @@ static void cpu_ignores_copy_knobs(void) {
   cfg.num_workers = 2;
   cfg.shuffle = 1;
   cfg.device = PL_DEVICE_CPU;
-  cfg.pinned_budget = 1ull << 30;
+  cfg.direct_copy = 1;
   cfg.copy_chunk_bytes = 4096;
   pl_loader *ld = NULL;
   CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);

@@ -43,9 +43,10 @@ static void run_usage(FILE *f) {
       "  --no-pin            pageable staging memory (CUDA)\n"
       "  --sync              wait for each copy before handing out a batch\n"
       "  --pinned-budget B   page-locked bytes the loader may hold (64M, 4G;\n"
-      "                      default: what the prefetch depth needs); room\n"
-      "                      for the data files too lets large samples be\n"
-      "                      copied straight from them (CUDA, no gather)\n"
+      "                      default: what the prefetch depth needs)\n"
+      "  --direct            copy samples of 64 KiB and more straight from the\n"
+      "                      data files, page-locked in place (CUDA; the files\n"
+      "                      count against the pinned budget)\n"
       "  --copy-chunk B      large batches are gathered and copied in chunks\n"
       "                      of about B bytes (default 4M; off: whole batches)\n"
       "  --rank R --world-size W   this process's shard (default: from\n"
@@ -71,6 +72,7 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--checksum")) o->checksum = 1, need = 0;
   else if (!strcmp(a, "--no-pin")) c->pin_memory = 0, need = 0;
   else if (!strcmp(a, "--sync")) c->non_blocking = 0, need = 0;
+  else if (!strcmp(a, "--direct")) c->direct_copy = 1, need = 0;
   else if (!strcmp(a, "--quiet")) o->quiet = 1, need = 0;
   else if (!v) bad = 1;
   else if (!strcmp(a, "--dataset")) o->dataset = v;

@@ -115,6 +115,8 @@ class DataLoader:
 
     Extra arguments: seed, device ('cpu' | 'cuda' | 'cuda:N'), non_blocking,
     pinned_budget (bytes of page-locked memory, 0 = what prefetch needs),
+    direct_copy (CUDA: copy samples of 64 KiB and more straight from the
+    page-locked data files, no CPU gather; IDX and records datasets),
     max_batch_buffers (batch buffers the pool may grow to, counting batches
     you keep; 0 = prefetch + 2 + num_workers), rank / world_size (sharding as
     DistributedSampler; None = from torchrun's / MPI's environment, else
@@ -125,7 +127,7 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=None,
                  drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
                  device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
-                 max_batch_buffers=0, output="auto"):
+                 max_batch_buffers=0, output="auto", direct_copy=False):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
         if num_workers < 0:
@@ -167,6 +169,7 @@ class DataLoader:
             pin_memory=self.pin_memory,
             non_blocking=bool(non_blocking),
             pinned_budget=int(pinned_budget),
+            direct_copy=bool(direct_copy),
             max_batch_buffers=int(max_batch_buffers),
             rank=-1 if rank is None else int(rank),
             world_size=-1 if world_size is None else int(world_size),

@@ -1301,19 +1301,19 @@ static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
       "drop_last",   "num_workers",    "prefetch",    "device",
       "device_index", "pin_memory",    "non_blocking", "pinned_budget",
       "max_batch_buffers", "rank",     "world_size",  "timeout",
-      "epoch",       NULL};
+      "epoch",       "direct_copy", NULL};
   unsigned long batch_size = 1;
   int shuffle = 0, drop_last = 0, num_workers = 0, prefetch = 0;
-  int device_index = -1, pin_memory = 1, non_blocking = 1;
+  int device_index = -1, pin_memory = 1, non_blocking = 1, direct_copy = 0;
   long long rank = -1, world_size = -1;
   unsigned long long seed = 0, pinned_budget = 0, max_buffers = 0, epoch = 0;
   const char *device = "cpu";
   double timeout = 0;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "O!|kpKpiisippKKLLdK:Loader", kwlist, &DatasetType, dso,
+          args, kw, "O!|kpKpiisippKKLLdKp:Loader", kwlist, &DatasetType, dso,
           &batch_size, &shuffle, &seed, &drop_last, &num_workers, &prefetch,
           &device, &device_index, &pin_memory, &non_blocking, &pinned_budget,
-          &max_buffers, &rank, &world_size, &timeout, &epoch))
+          &max_buffers, &rank, &world_size, &timeout, &epoch, &direct_copy))
     return -1;
   pl_loader_config_init(cfg);
   pl_error err;
@@ -1339,6 +1339,7 @@ static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
   cfg->pin_memory = pin_memory;
   cfg->non_blocking = non_blocking;
   cfg->pinned_budget = pinned_budget;
+  cfg->direct_copy = direct_copy;
   cfg->max_batch_buffers = max_buffers;
   if (rank >= 0)
     cfg->rank = (uint32_t)rank;
@@ -1668,7 +1669,7 @@ static PyTypeObject LoaderType = {
               "drop_last=False, num_workers=0, prefetch=0, device='cpu', "
               "device_index=-1, pin_memory=True, non_blocking=True, "
               "pinned_budget=0, max_batch_buffers=0, rank=-1, world_size=-1, "
-              "timeout=0.0, epoch=0): a pl_loader",
+              "timeout=0.0, epoch=0, direct_copy=False): a pl_loader",
     .tp_methods = loader_methods,
     .tp_getset = loader_getset,
     .tp_new = loader_new,

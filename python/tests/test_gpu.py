@@ -44,16 +44,16 @@ def test_cuda_tensors_equal_file_bytes(big_idx):
 
 
 def test_direct_mode_large_samples(tmp_path):
-    # 64 KiB images and a pinned budget that holds the files: the images are
-    # copied straight from the page-locked file, the labels gathered; the
-    # bytes and the order equal the CPU path's.
+    # 64 KiB images, direct_copy: the images are copied straight from the
+    # page-locked file, the labels gathered; the bytes and the order equal
+    # the CPU path's.
     rng = np.random.default_rng(9)
     images = rng.integers(0, 256, size=(300, 128, 512), dtype=np.uint8)
     labels = rng.integers(0, 10, size=300, dtype=np.uint8)
     ds = pinloader.datasets.IDX(write_idx(tmp_path / "i.idx", images), write_idx(tmp_path / "l.idx", labels))
     kw = dict(batch_size=32, shuffle=True, seed=5, num_workers=2)
     ref = cpu_reference(ds, **kw)
-    loader = pinloader.DataLoader(ds, device="cuda", pinned_budget=1 << 30, **kw)
+    loader = pinloader.DataLoader(ds, device="cuda", direct_copy=True, **kw)
     got = [(x.cpu(), y.cpu()) for x, y in loader]
     st = loader.stats()
     assert st["batches_direct"] >= len(loader)

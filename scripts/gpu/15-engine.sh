@@ -68,14 +68,14 @@ for ch in 1M 2M 8M; do
   spec=$big run "gather $ch chunks, 14 wk" --device cuda --batch-size 512 --workers 14 --shuffle --epochs 40 --copy-chunk $ch
 done
 spec=$big run "gather 4M chunks, sequential, 14" --device cuda --batch-size 512 --workers 14 --epochs 40
-# Direct mode: a budget that holds the files (1.2 GB) lets the loader
-# page-lock them in place; the images are copied straight from them, one
+# Direct mode (--direct): the loader page-locks the files (1.2 GB) in
+# place; the images are copied straight from them, one
 # cudaMemcpyBatchAsync per batch, and only the labels are gathered.
 for w in 14 4 1; do
-  spec=$big run "direct (budget 4G), shuffled, $w wk" --device cuda --batch-size 512 --workers $w --shuffle --epochs 120 --pinned-budget 4G
+  spec=$big run "direct, shuffled, $w wk" --device cuda --batch-size 512 --workers $w --shuffle --epochs 120 --direct
 done
-spec=$big run "direct (budget 4G), sequential, 4" --device cuda --batch-size 512 --workers 4 --epochs 120 --pinned-budget 4G
-spec=$big run "direct, shuffled, 4 wk, --sync" --device cuda --batch-size 512 --workers 4 --shuffle --epochs 120 --pinned-budget 4G --sync
+spec=$big run "direct, sequential, 4 wk" --device cuda --batch-size 512 --workers 4 --epochs 120 --direct
+spec=$big run "direct, shuffled, 4 wk, --sync" --device cuda --batch-size 512 --workers 4 --shuffle --epochs 120 --direct --sync
 run "CIFAR, batch 32768 (96 MiB), 14 wk" --device cuda --batch-size 32768 --workers 14 --shuffle --epochs 10
 run "CIFAR, batch 32768, whole batches" --device cuda --batch-size 32768 --workers 14 --shuffle --epochs 10 --copy-chunk off
 echo "-- plain cudaMemcpyAsync from pinned memory, same run:" | tee -a "$res"

@@ -23,8 +23,9 @@ BUILD_DIR=$PWD/$B SOAK_NVSMI=1 scripts/soak.sh --device cuda --epochs 100000 \
   --seconds 20 --every 10 --float --recreate 5 "${data[@]}" \
   | tee "$LOG/soak-cuda-recreate.md" || rc=1
 # Large samples (64 KiB images, 16 MiB batches): the chunked gather, then
-# direct mode (a pinned budget that holds the 260 MB of files), each with
-# the loader recreated every 5 epochs (registration and unregistration).
+# direct mode (--direct: the 260 MB of files page-locked in place), each
+# with the loader recreated every 5 epochs (registration and
+# unregistration).
 big=$(mktemp -d /tmp/pl-soak.XXXXXX)
 python3 - "$big" <<'PY' || rc=1
 import sys, numpy as np
@@ -34,10 +35,10 @@ open(f"{d}/img", "wb").write(hdr(0x803, n, 256, 256) + np.random.default_rng(0).
 open(f"{d}/lbl", "wb").write(hdr(0x801, n) + np.random.default_rng(1).integers(0, 10, n, dtype=np.uint8).tobytes())
 PY
 for mode in chunked direct; do
-  budget=0; [ $mode = direct ] && budget=1073741824
+  flag=(); [ $mode = direct ] && flag=(--direct)
   BUILD_DIR=$PWD/$B SOAK_NVSMI=1 scripts/soak.sh --device cuda --epochs 100000 \
     --seconds 25 --every 20 --workers 8 --prefetch 4 --batch 256 --recreate 5 \
-    --pinned-budget $budget --images "$big/img" --labels "$big/lbl" \
+    "${flag[@]}" --images "$big/img" --labels "$big/lbl" \
     | tee "$LOG/soak-cuda-$mode.md" || rc=1
 done
 rm -rf "$big"

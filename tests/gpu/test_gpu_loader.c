@@ -21,6 +21,7 @@ int main(void) {
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- dataset */
 
@@ -210,6 +211,10 @@ static void test_matrix(void) {
             CHECK_EQ_U64(s.pinned_bytes, 0);
           CHECK(s.copy_s > 0);
           CHECK(g_log.warnings == 0);
+          /* Chunks copy the samples' bytes (1093 each); whole batches the
+           * buffer with its alignment padding (17728 bytes, 1093 prime):
+           * chunking happened exactly when it was asked for. */
+          CHECK((s.bytes_copied % (X_BYTES + Y_BYTES) == 0) == (g_chunk != 0));
           pl_loader_destroy(ld);
         }
   /* A shuffled second epoch, for good measure. */
@@ -474,7 +479,8 @@ int main(void) {
     test_stream_consumer();
     printf("budget\n");
     test_budget(1);
-    test_budget(g_chunk ? 2 * 4096 : 2 * 20480); /* room for 2 staging buffers */
+    /* Room for 2 staging buffers: chunks are a page each. */
+    test_budget(g_chunk ? 2 * (uint64_t)sysconf(_SC_PAGESIZE) : 2 * 20480);
   }
   g_chunk = 0;
 #ifdef PL_FAULT_INJECTION
