@@ -353,7 +353,7 @@ typedef struct pl_loader_stats {
   double copy_s;                /* summed device time of host-to-device copies */
   uint64_t batches_direct;      /* batches whose large fields were copied
                                    straight from the data files, with no
-                                   gather (see pinned_budget) */
+                                   gather (see direct_copy) */
 } pl_loader_stats;
 
 PL_API void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out);
