@@ -9,7 +9,7 @@
  * buffer (the page cache stand-in) into a ring of R pinned chunks of C
  * bytes, and queue a cudaMemcpyAsync of each full chunk on one shared
  * stream; a chunk is reused after its event completes. GB/s over a fixed
- * number of bytes. Not part of the library; scripts/gpu/06-chunk.sh builds
+ * number of bytes. Not part of the library; scripts/gpu/probe-chunk.sh builds
  * it. Usage: chunk_probe [threads] */
 #include <cuda_runtime.h>
 

@@ -10,7 +10,7 @@
 //              (cudaHostRegisterReadOnly), run in a child process with an
 //              alarm so a hang shows up as a line, not a lost call
 //
-// Not part of the library; built by scripts/gpu/05-probe.sh with nvcc.
+// Not part of the library; built by scripts/gpu/probe-direct.sh with nvcc.
 // Every step prints a line before it starts, so a hang names its step.
 #include <cuda_runtime.h>
 

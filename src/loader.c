@@ -209,13 +209,23 @@ static void slot_free(pl_core *c, pl_batch *b) {
   free(b);
 }
 
+/* Copies one batch (direct mode) or one chunk needs at most: the size of
+ * b->spans. */
+static uint64_t spans_needed(const pl_core *c) {
+  uint64_t n = 0;
+  for (int f = 0; c->direct && f < c->nfields; f++)
+    n += c->field_direct[f] ? c->cfg.batch_size : 1;
+  return c->direct ? n : c->chunk_samples ? (uint64_t)c->nfields : 0;
+}
+
 static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   pl_batch *b = calloc(1, sizeof *b);
   if (b)
     b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
-  if (b && c->max_spans) /* chunked or direct */
-    b->spans = calloc((size_t)c->max_spans, sizeof *b->spans);
-  if (!b || !b->sample_idx || (c->max_spans && !b->spans)) {
+  uint64_t nspans = spans_needed(c);
+  if (b && nspans)
+    b->spans = calloc((size_t)nspans, sizeof *b->spans);
+  if (!b || !b->sample_idx || (nspans && !b->spans)) {
     if (b) {
       free(b->spans);
       free(b->sample_idx);
@@ -289,8 +299,6 @@ static void staging_plan(pl_core *c, pl_backend_config *bc) {
   pl_chunk_plan(c, chunk, &bc->stage_bytes);
   bc->staging_buffers = c->chunk_samples ? 2 * w + 2
                                          : PL_MIN(c->prefetch, w) + 2;
-  if (c->chunk_samples)
-    c->max_spans = c->nfields;
 }
 
 /* CUDA, or (device AUTO) the CPU with a notice when there is none. */
@@ -325,7 +333,7 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
     s = open_cuda(c, &bc, err);
   /* Chunks need copies by spans; the CPU backend gathers in place. */
   if (s == PL_OK && !c->be->vt->fill_spans)
-    c->chunk_samples = 0, c->max_spans = 0;
+    c->chunk_samples = 0;
   return s;
 }
 

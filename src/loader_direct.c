@@ -79,9 +79,6 @@ static int plan_fields(pl_core *c, const char **why) {
   if (!ndirect)
     *why = "no field has samples of 64 KiB or more";
   c->stage_bytes = off;
-  c->max_spans = (int)PL_MIN((uint64_t)c->cfg.batch_size * (uint64_t)ndirect +
-                                 (uint64_t)(c->nfields - ndirect),
-                             (uint64_t)INT32_MAX);
   return ndirect;
 }
 
@@ -126,7 +123,6 @@ void pl_direct_setup(pl_core *c) {
     direct_off(c, why);
     free(r);
     pl_direct_free(c);
-    c->max_spans = c->chunk_samples ? c->nfields : 0;
     return;
   }
   c->regions = r; /* copies never run across two of them */

@@ -52,7 +52,7 @@ struct pl_batch {
   pl_epoch_plan plan;
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
-  pl_span *spans;       /* max_spans entries (chunked or direct mode) */
+  pl_span *spans;       /* chunked or direct mode: see spans_needed */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
@@ -92,7 +92,6 @@ struct pl_core {
   uint64_t stage_bytes;  /* a staging buffer: the gathered fields only */
   pl_region *regions;    /* the dataset memory registered */
   int nregions;
-  int max_spans;         /* copies one batch (direct) or chunk may need */
 
   /* The job stream [mu]. */
   uint64_t gen;
