@@ -377,25 +377,61 @@ static pl_status cuda_fill_begin(pl_backend *b, pl_bufmem *m, pl_error *err) {
   WITH_DEVICE(be, err, fill_begin_in(be, m, err));
 }
 
-/* A whole staged batch is one span: the copy path is fill_spans'. */
+/* Queues the copy of the staged batch; returns with the staging buffer
+ * still attached (the caller gives it back). */
+static pl_status issue_copy(cuda_backend *be, pl_bufmem *m, uint64_t used,
+                            pl_error *err) {
+  cuda_buf *cb = m->priv;
+  cudaStream_t s = be->stream;
+  if (cb->has_released) { /* the consumer's stream is done with m->data */
+    CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
+    cb->has_released = 0;
+  }
+  if (PL_FAULT(PL_FAULT_COPY))
+    return pl_cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyAsync");
+  CUDA_TRY(cudaEventRecord(cb->stage->start, s), err);
+  CUDA_TRY(cudaMemcpyAsync(m->data, cb->stage->p, used,
+                           cudaMemcpyHostToDevice, s),
+           err);
+  CUDA_TRY(cudaEventRecord(cb->done, s), err);
+  CUDA_TRY(cudaEventRecord(cb->stage->done, s), err);
+  return PL_OK;
+}
+
+static pl_status fill_end_in(cuda_backend *be, pl_bufmem *m, uint64_t used,
+                             pl_error *err) {
+  cuda_buf *cb = m->priv;
+  staging *st = cb->stage;
+  pl_status s = used > m->bytes || used > be->stage_bytes
+                    ? pl_errorf(err, PL_INVALID_ARGUMENT,
+                                "%llu bytes used of a %llu-byte buffer",
+                                (unsigned long long)used,
+                                (unsigned long long)PL_MIN(m->bytes,
+                                                           be->stage_bytes))
+                    : issue_copy(be, m, used, err);
+  cb->stage = NULL;
+  m->host = NULL;
+  if (s != PL_OK) {
+    /* A partly queued copy may still read the staging buffer. */
+    cudaStreamSynchronize(be->stream);
+    (void)cudaGetLastError();
+    pl_cuda_stage_put(be, st, 0);
+    pl_error_prefix(err, "copy of a %llu-byte batch to %s",
+                    (unsigned long long)used, be->base.name);
+    return s;
+  }
+  atomic_fetch_add(&be->batches_copied, 1);
+  atomic_fetch_add(&be->bytes_copied, used);
+  pl_cuda_stage_put(be, st, 1);
+  return PL_OK;
+}
+
 static pl_status cuda_fill_end(pl_backend *b, pl_bufmem *m, uint64_t used,
                                pl_error *err) {
   cuda_backend *be = cb_of(b);
-  cuda_buf *cb = m->priv;
-  if (!cb->stage)
+  if (!((cuda_buf *)m->priv)->stage)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "fill_end without fill_begin");
-  if (used > be->stage_bytes) {
-    pl_cuda_stage_put(be, cb->stage, 0);
-    cb->stage = NULL;
-    m->host = NULL;
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "%llu bytes used of a %llu-byte staging buffer",
-                     (unsigned long long)used,
-                     (unsigned long long)be->stage_bytes);
-  }
-  pl_span all = {cb->stage->p, 0, used};
-  return pl_cuda_fill_spans(b, m, &all, 1, PL_SPANS_FIRST | PL_SPANS_LAST,
-                            err);
+  WITH_DEVICE(be, err, fill_end_in(be, m, used, err));
 }
 
 static void cuda_fill_abort(pl_backend *b, pl_bufmem *m) {

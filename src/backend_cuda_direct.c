@@ -1,5 +1,4 @@
-/* The CUDA backend's copies into a batch buffer, given as spans: a whole
- * staged batch (fill_end, one span), and two ways of the loader's:
+/* The CUDA backend's copies by spans, used two ways by the loader:
  *
  * Chunked gathers: a large batch is gathered into small staging chunks and
  * each is copied as soon as it is full, while it is still in the host's
@@ -271,9 +270,8 @@ static pl_status issue_spans(cuda_backend *be, pl_bufmem *m,
     CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
     cb->has_released = 0;
   }
-  if (PL_FAULT(PL_FAULT_COPY)) /* named as copy_all would call it */
-    return pl_cuda_fail(err, cudaErrorInvalidValue,
-                        n > 1 ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync");
+  if (PL_FAULT(PL_FAULT_COPY))
+    return pl_cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyBatchAsync");
   CUDA_TRY(cudaEventRecord(start, s), err);
   PL_TRY(copy_all(be, cb, n, err));
   /* One stream: the last piece's event also covers the earlier pieces. */
@@ -288,7 +286,7 @@ static pl_status spans_in(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
                           int n, int flags, pl_error *err) {
   cuda_buf *cb = m->priv;
   staging *st = cb->stage;
-  uint64_t total = 0;
+  uint64_t total;
   pl_status s = issue_spans(be, m, sp, n, flags, &total, err);
   cb->stage = NULL;
   m->host = NULL;
@@ -298,8 +296,7 @@ static pl_status spans_in(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
     (void)cudaGetLastError();
     if (st)
       pl_cuda_stage_put(be, st, 0);
-    pl_error_prefix(err, "copying %d piece%s of a batch to %s", n,
-                    n == 1 ? "" : "s", be->base.name);
+    pl_error_prefix(err, "%d copies into a batch on %s", n, be->base.name);
     return s;
   }
   if (flags & PL_SPANS_LAST)
