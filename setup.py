@@ -1,5 +1,5 @@
 """Builds pinloader._pinloader: the CPython binding (python/pinloader/_pinloader.c)
-compiled together with the C library's sources (src/*.c), so the wheel needs
+compiled together with the C library's sources (src/**/*.c), so the wheel needs
 no separately installed libpinloader.
 
 The CUDA backend is built when a toolkit is found (CUDA_HOME, CUDA_PATH or
@@ -31,14 +31,22 @@ def find_cuda():
     return None
 
 
-def library_sources():
-    # setuptools wants paths relative to setup.py.
-    srcs = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "src", "*.c")))
-    return [s for s in srcs if os.path.basename(s) not in ("backend_cuda.c", "backend_cuda_none.c")]
+def library_sources(cuda):
+    """The same rule as CMakeLists.txt: every .c under src/, except that
+    src/backend/cuda/ is compiled only with CUDA and src/backend/no_cuda.c
+    only without. Paths relative to setup.py, as setuptools wants."""
+    srcs = sorted(os.path.relpath(p, HERE)
+                  for p in glob.glob(os.path.join(HERE, "src", "**", "*.c"), recursive=True))
+    cuda_dir = os.path.join("src", "backend", "cuda") + os.sep
+    stub = os.path.join("src", "backend", "no_cuda.c")
+    if cuda:
+        return [s for s in srcs if s != stub]
+    return [s for s in srcs if not s.startswith(cuda_dir)]
 
 
 def extension():
-    sources = ["python/pinloader/_pinloader.c"] + library_sources()
+    cuda = find_cuda()
+    sources = ["python/pinloader/_pinloader.c"] + library_sources(cuda is not None)
     include_dirs = ["include", "src", "python/pinloader"]
     # gnu-flavoured C11 as the CMake build (pthreads, mmap, clock_gettime);
     # the library's symbols stay inside the module (PL_STATIC_DEFINE + hidden).
@@ -46,16 +54,12 @@ def extension():
     macros = [("PL_STATIC_DEFINE", "1")]
     libraries = ["z", "m", "pthread"]
     extra_objects = []
-    cuda = find_cuda()
     if cuda:
         inc, lib = cuda
-        sources.append("src/backend_cuda.c")
         include_dirs.append(inc)
         macros.append(("PL_HAVE_CUDA", "1"))
         extra_objects.append(lib)
         libraries += ["dl", "rt"]
-    else:
-        sources.append("src/backend_cuda_none.c")
     return Extension(
         "pinloader._pinloader",
         sources=sources,
@@ -65,7 +69,7 @@ def extension():
         libraries=libraries,
         extra_objects=extra_objects,
         depends=glob.glob(os.path.join(HERE, "include", "*.h"))
-        + glob.glob(os.path.join(HERE, "src", "*.h"))
+        + glob.glob(os.path.join(HERE, "src", "**", "*.h"), recursive=True)
         + glob.glob(os.path.join(HERE, "python", "pinloader", "*.h")),
     )
 

@@ -1,7 +1,7 @@
 /* pl_dataset_to_float32: exact float values through every path (the base's
  * views, the base's read into the destination's tail, and scratch for
  * 8-byte integers), other fields untouched, reference counting, errors. */
-#include "dataset.h"
+#include "data/dataset.h"
 #include "testutil.h"
 
 #include <stdlib.h>

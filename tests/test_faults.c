@@ -18,8 +18,8 @@ int main(void) {
 #else
 #include "loader_fixture.h"
 
-#include "common.h" /* pl_now */
-#include "fault.h"
+#include "core/common.h" /* pl_now */
+#include "core/fault.h"
 
 enum { WAIT_S = 20 };
 

@@ -4,7 +4,7 @@
  * evenly; and the per-rank plan follows DistributedSampler's arithmetic.
  * Every key here is fixed, so every count below is deterministic: a
  * threshold that passes once passes always (and fails for a broken mix). */
-#include "sampler.h"
+#include "loader/sampler.h"
 #include "testutil.h"
 
 #include <stdlib.h>

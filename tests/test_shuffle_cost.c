@@ -7,7 +7,7 @@
  *
  *   ./test_shuffle_cost            2e6 calls per n
  *   PL_SHUFFLE_COST_CALLS=20000000 ./test_shuffle_cost */
-#include "sampler.h"
+#include "loader/sampler.h"
 #include "testutil.h"
 
 #include <stdlib.h>

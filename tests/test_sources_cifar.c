@@ -1,6 +1,6 @@
 /* CIFAR-10 source: fields and their order, exact bytes across several files
  * (including an empty one), .gz, and bad sizes. */
-#include "dataset.h"
+#include "data/dataset.h"
 #include "testutil.h"
 
 #include <stdlib.h>

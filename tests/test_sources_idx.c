@@ -1,6 +1,6 @@
 /* IDX source: exact bytes (plain and .gz), multi-byte element types in host
  * order, every header error, and the real Fashion-MNIST when installed. */
-#include "dataset.h"
+#include "data/dataset.h"
 #include "testutil.h"
 
 #include <stdlib.h>

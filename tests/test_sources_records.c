@@ -1,8 +1,8 @@
 /* The general record source and the file map under it: exact bytes and
  * views, format validation, the gzip guards, and (in fault-injection
  * builds) failures of open, mmap and decompression. */
-#include "dataset.h"
-#include "file_map.h"
+#include "data/dataset.h"
+#include "data/file_map.h"
 #include "testutil.h"
 
 #include <pthread.h>

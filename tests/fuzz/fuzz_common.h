@@ -7,7 +7,7 @@
 #ifndef PL_FUZZ_COMMON_H
 #define PL_FUZZ_COMMON_H
 
-#include "dataset.h"
+#include "data/dataset.h"
 #include "pinloader.h"
 
 #include <dirent.h>

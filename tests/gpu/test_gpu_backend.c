@@ -12,8 +12,8 @@ int main(void) {
 }
 #else
 
-#include "backend.h"
-#include "pinned_pool.h"
+#include "backend/backend.h"
+#include "backend/pinned_pool.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -433,7 +433,7 @@ static void test_device_kept(void) {
 }
 
 #ifdef PL_FAULT_INJECTION
-#include "fault.h"
+#include "core/fault.h"
 
 static void test_faults(void) {
   const uint64_t bytes = 64u << 10;

@@ -300,7 +300,7 @@ static void test_two_loaders(pl_dataset *ds) {
 }
 
 #ifdef PL_FAULT_INJECTION
-#include "fault.h"
+#include "core/fault.h"
 /* Page-locking the files fails: gathered instead, the cause in the log. */
 static void test_pin_failure(pl_dataset *ds) {
   pl_fault_reset();

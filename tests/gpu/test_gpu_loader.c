@@ -411,7 +411,7 @@ static void bench(int pin, int workers) {
 }
 
 #ifdef PL_FAULT_INJECTION
-#include "fault.h"
+#include "core/fault.h"
 
 static void test_pin_failure(void) {
   const uint64_t n = 100;

@@ -1,0 +1,13 @@
+/* The CUDA backend's stand-in for builds without the CUDA toolkit. */
+#include "backend/backend.h"
+
+pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
+                                 pl_backend **out, pl_error *err) {
+  (void)cfg;
+  *out = NULL;
+  return pl_errorf(err, PL_UNSUPPORTED,
+                   "this build of pinloader has no CUDA backend");
+}
+
+int pl_backend_cuda_built(void) { return 0; }
+int pl_backend_cuda_device_count(void) { return 0; }

@@ -1,0 +1,99 @@
+/* The dataset contract every source implements.
+ *
+ * A source fills a pl_dataset (fields, length) and supplies `read`, which
+ * writes one sample's fields into caller buffers, and optionally `view`,
+ * which returns a pointer to a field's bytes inside memory the source
+ * already holds (a mapped or decompressed file), so that wrappers such as
+ * the float32 conversion read without an intermediate copy.
+ *
+ * Datasets are immutable after creation; read and view are called
+ * concurrently from worker threads. */
+#ifndef PL_DATASET_H
+#define PL_DATASET_H
+
+#include "core/common.h"
+
+#include <stdatomic.h>
+
+/* Memory a source reads its samples from: a file mapped read-only, shared
+ * or (where the file system refuses that) private, or the decompressed
+ * bytes of a .gz file (heap memory). Only the first and the last can be
+ * page-locked in place: registering a private file mapping hangs. */
+typedef enum {
+  PL_REGION_HEAP = 0,
+  PL_REGION_SHARED_FILE,
+  PL_REGION_PRIVATE_FILE
+} pl_region_kind;
+
+typedef struct pl_region {
+  const void *ptr;
+  uint64_t len;
+  pl_region_kind kind;
+} pl_region;
+
+/* The region kind of a file map's bytes. */
+#define PL_FILE_MAP_REGION(m)                                              \
+  (!(m)->mapping ? PL_REGION_HEAP                                          \
+   : (m)->shared ? PL_REGION_SHARED_FILE                                   \
+                 : PL_REGION_PRIVATE_FILE)
+
+/* Who asks for a sample: the loader's seed and the epoch being loaded. A
+ * source with per-sample randomness (crops, token windows, a Python
+ * dataset's generator) draws it from (seed, epoch, index) alone, so that
+ * it is the same for any number of workers. pl_dataset_read passes
+ * {0, 0}. */
+typedef struct pl_sample_ctx {
+  uint64_t seed;
+  uint64_t epoch;
+} pl_sample_ctx;
+
+typedef struct pl_dataset_vt {
+  const char *kind; /* "callback", "idx", "cifar10", "records", ... */
+  /* index < length is guaranteed by the caller. On failure the message
+   * names the cause; the caller adds the sample index. */
+  pl_status (*read)(const pl_dataset *ds, uint64_t index,
+                    const pl_sample_ctx *ctx, void *const *dst,
+                    pl_error *err);
+  /* May be NULL; returns NULL for a field it cannot view, and then for
+   * every index (whether a field has views is a property of the field). */
+  const void *(*view)(const pl_dataset *ds, uint64_t index, int field);
+  /* May be NULL: writes up to `max` regions that every `view` pointer of
+   * `field` lies in and returns how many there are (more than max: the
+   * caller asks again, or gives up). The memory stays put for the
+   * dataset's life, so a device backend may register it and copy samples
+   * straight out of it, with no gather. */
+  int (*regions)(const pl_dataset *ds, int field, pl_region *out, int max);
+  /* Frees impl (not the pl_dataset itself). */
+  void (*destroy_impl)(void *impl);
+} pl_dataset_vt;
+
+struct pl_dataset {
+  const pl_dataset_vt *vt;
+  void *impl;
+  atomic_int refs;
+  uint64_t length;
+  int nfields;
+  pl_field *fields;
+  uint64_t *field_bytes; /* pl_field_bytes of each field */
+  uint64_t sample_bytes;
+};
+
+/* Allocates a dataset with refs = 1, copies and validates `fields` (names
+ * unique and non-empty, dtypes valid, dims positive, sizes without
+ * overflow). On failure, impl is NOT freed: the caller still owns it. */
+pl_status pl_dataset_new(const pl_dataset_vt *vt, void *impl, uint64_t length,
+                         const pl_field *fields, int nfields,
+                         pl_dataset **out, pl_error *err);
+
+pl_dataset *pl_dataset_retain(pl_dataset *ds);
+/* pl_dataset_destroy is the release. */
+
+/* Reads sample `index`, and on failure prefixes "sample N: ". */
+pl_status pl_dataset_read_sample(const pl_dataset *ds, uint64_t index,
+                                 const pl_sample_ctx *ctx, void *const *dst,
+                                 pl_error *err);
+
+/* Index of the field called `name`, or -1. */
+int pl_dataset_field_index(const pl_dataset *ds, const char *name);
+
+#endif /* PL_DATASET_H */

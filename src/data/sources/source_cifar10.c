@@ -1,0 +1,24 @@
+/* CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin): records of
+ * 1 label byte then 3072 pixel bytes (3 planes of 32x32, CHW), no header.
+ * The image comes first among the fields, as torchvision returns it, though
+ * the label comes first in the record. */
+#include "data/dataset.h"
+
+#define CIFAR_RECORD_BYTES 3073u
+
+pl_status pl_dataset_open_cifar10(const char *const *paths, int npaths,
+                                  pl_dataset **out, pl_error *err) {
+  static const pl_field fields[2] = {
+      {.name = "image", .dtype = PL_UINT8, .ndim = 3, .shape = {3, 32, 32}},
+      {.name = "label", .dtype = PL_UINT8, .ndim = 0},
+  };
+  static const uint64_t offsets[2] = {1, 0};
+  const pl_record_format fmt = {
+      .header_bytes = 0,
+      .record_bytes = CIFAR_RECORD_BYTES,
+      .nfields = 2,
+      .fields = fields,
+      .offsets = offsets,
+  };
+  return pl_dataset_open_records(&fmt, paths, npaths, out, err);
+}

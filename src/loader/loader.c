@@ -1,0 +1,700 @@
+/* The loader: configuration, the job stream, the workers and the consumer.
+ * Read loader_internal.h first: it states the ownership and locking rules
+ * this file follows. */
+#include "loader/loader_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { FIELD_ALIGN = 256, MAX_WORKERS = 1024, MAX_PREFETCH = 4096 };
+
+/* copy_chunk_bytes 0: chunks this large fit a last-level cache many times
+ * over with two per worker, yet are copied at nearly the full PCIe rate
+ * (bench/results/chunk-probe-h200-2026-12-01.md). */
+#define DEFAULT_CHUNK_BYTES (4ull << 20)
+
+/* ------------------------------------------------------------ config */
+
+void pl_loader_config_init(pl_loader_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  cfg->batch_size = 1;
+  cfg->pin_memory = 1;
+  cfg->non_blocking = 1;
+  cfg->world_size = 1;
+  cfg->log_level = PL_LOG_INFO;
+}
+
+static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
+                          pl_error *err) {
+  if (cfg->struct_size != sizeof *cfg)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "config.struct_size is %zu, this library expects %zu: "
+                     "initialise it with pl_loader_config_init",
+                     cfg->struct_size, sizeof *cfg);
+  if (cfg->batch_size == 0)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "batch_size must be >= 1");
+  if (cfg->num_workers < 0 || cfg->num_workers > MAX_WORKERS)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "num_workers is %d (0 to %d)", cfg->num_workers,
+                     MAX_WORKERS);
+  if (cfg->prefetch < 0 || cfg->prefetch > MAX_PREFETCH)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "prefetch is %d (0 to %d)",
+                     cfg->prefetch, MAX_PREFETCH);
+  if (cfg->world_size == 0 || cfg->rank >= cfg->world_size)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "rank %u is not below world_size %u", cfg->rank,
+                     cfg->world_size);
+  if (!(cfg->timeout_s >= 0))
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "timeout_s must be >= 0");
+  if (cfg->device < PL_DEVICE_AUTO || cfg->device > PL_DEVICE_CUDA ||
+      cfg->device_index < 0)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "invalid device %d:%d",
+                     (int)cfg->device, cfg->device_index);
+  uint64_t bytes;
+  if (!pl_mul_u64(cfg->batch_size, ds->sample_bytes, &bytes) ||
+      bytes > (1ull << 46))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "a batch of %u samples of %llu bytes is too large",
+                     cfg->batch_size, (unsigned long long)ds->sample_bytes);
+  return PL_OK;
+}
+
+/* ------------------------------------------------------------ job stream */
+
+static int job_exists(const pl_core *c, uint64_t job) {
+  return job < c->first.num_batches || c->full.num_batches > 0;
+}
+
+/* A job's epoch, its batch within the epoch, and that epoch's plan. */
+static void job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
+                       pl_epoch_plan *plan) {
+  if (job < c->first.num_batches) {
+    *plan = c->first;
+    *batch = job;
+    return;
+  }
+  uint64_t j = job - c->first.num_batches, nb = c->full.num_batches;
+  pl_sampler_plan(&c->sampler, c->first.epoch + 1 + j / nb, 0, plan);
+  *batch = j % nb;
+}
+
+/* The first job of `epoch` in the current stream. */
+static uint64_t epoch_first_job(const pl_core *c, uint64_t epoch) {
+  if (epoch <= c->first.epoch)
+    return 0;
+  return c->first.num_batches +
+         (epoch - c->first.epoch - 1) * c->full.num_batches;
+}
+
+static int slot_is_stale(const pl_core *c, const pl_batch *b) {
+  return b->gen != c->gen || b->job < c->next_deliver;
+}
+
+/* Finished, undelivered buffers of stale jobs go back to the free list;
+ * buffers still being filled are freed by their filler. [mu] */
+static void drop_stale(pl_core *c) {
+  for (int i = 0; i < c->nslots; i++) {
+    pl_batch *b = c->slots[i];
+    if ((b->state == SLOT_READY || b->state == SLOT_FAILED) &&
+        slot_is_stale(c, b))
+      b->state = SLOT_FREE;
+  }
+  pthread_cond_broadcast(&c->work_cv);
+}
+
+void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
+  pl_sampler_plan(&c->sampler, 0, 0, &c->full);
+  pl_sampler_plan(&c->sampler, epoch, start, &c->first);
+  if (c->first.num_batches == 0 && start > 0 && c->full.num_batches > 0)
+    pl_sampler_plan(&c->sampler, ++epoch, 0, &c->first);
+  c->gen++;
+  atomic_store_explicit(&c->gen_now, c->gen, memory_order_relaxed);
+  c->next_claim = c->next_deliver = 0;
+  c->end_pending = 0;
+  c->cur_epoch = epoch;
+  drop_stale(c);
+}
+
+/* The consumer gave up on the rest of the epoch of `job` (an error). */
+static void skip_epoch_of(pl_core *c, uint64_t job) {
+  uint64_t b;
+  pl_epoch_plan p;
+  job_locate(c, job, &b, &p);
+  c->next_deliver = epoch_first_job(c, p.epoch + 1);
+  if (c->next_claim < c->next_deliver)
+    c->next_claim = c->next_deliver;
+  c->cur_epoch = p.epoch + 1;
+  drop_stale(c);
+}
+
+/* ------------------------------------------------------------ filling */
+
+static pl_batch *find_free(pl_core *c) {
+  for (int i = 0; i < c->nslots; i++)
+    if (c->slots[i]->state == SLOT_FREE)
+      return c->slots[i];
+  return NULL;
+}
+
+static pl_batch *find_job(pl_core *c, uint64_t job) {
+  for (int i = 0; i < c->nslots; i++) {
+    pl_batch *b = c->slots[i];
+    if (b->gen == c->gen && b->job == job && b->state != SLOT_FREE &&
+        b->state != SLOT_HELD)
+      return b;
+  }
+  return NULL;
+}
+
+/* Claims the next job into a free buffer. [mu] The sample indices are
+ * computed later, by the filler, outside the lock. */
+static pl_batch *claim(pl_core *c, pl_batch *b) {
+  b->state = SLOT_FILLING;
+  b->gen = c->gen;
+  b->job = c->next_claim++;
+  job_locate(c, b->job, &b->index, &b->plan);
+  b->epoch = b->plan.epoch;
+  b->size = pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
+  atomic_store_explicit(&b->cur_t0, 0.0, memory_order_relaxed);
+  pl_error_clear(&b->err);
+  return b;
+}
+
+/* Publishes a filled buffer. [mu] */
+static void publish(pl_core *c, pl_batch *b) {
+  if (slot_is_stale(c, b)) {
+    b->state = SLOT_FREE;
+    pthread_cond_signal(&c->work_cv);
+    return;
+  }
+  b->state = b->err.status == PL_OK ? SLOT_READY : SLOT_FAILED;
+  pthread_cond_signal(&c->ready_cv); /* one consumer at a time */
+}
+
+static int claimable(const pl_core *c) {
+  return job_exists(c, c->next_claim) &&
+         c->next_claim - c->next_deliver < (uint64_t)c->prefetch;
+}
+
+static void *worker_main(void *arg) {
+  pl_core *c = arg;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    pl_batch *b = NULL;
+    while (!c->stop && !(claimable(c) && (b = find_free(c))))
+      pthread_cond_wait(&c->work_cv, &c->mu);
+    if (c->stop)
+      break;
+    claim(c, b);
+    pthread_mutex_unlock(&c->mu);
+    pl_fill(c, b);
+    pthread_mutex_lock(&c->mu);
+    publish(c, b);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ the pool */
+
+static void slot_free(pl_core *c, pl_batch *b) {
+  if (b->mem.data || b->mem.priv)
+    c->be->vt->buf_free(c->be, &b->mem);
+  free(b->spans);
+  free(b->sample_idx);
+  free(b);
+}
+
+/* Copies one batch (direct mode) or one chunk needs at most: the size of
+ * b->spans. */
+static uint64_t spans_needed(const pl_core *c) {
+  uint64_t n = 0;
+  for (int f = 0; c->direct && f < c->nfields; f++)
+    n += c->field_direct[f] ? c->cfg.batch_size : 1;
+  return c->direct ? n : c->chunk_samples ? (uint64_t)c->nfields : 0;
+}
+
+static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
+  pl_batch *b = calloc(1, sizeof *b);
+  if (b)
+    b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
+  uint64_t nspans = spans_needed(c);
+  if (b && nspans)
+    b->spans = calloc((size_t)nspans, sizeof *b->spans);
+  if (!b || !b->sample_idx || (nspans && !b->spans)) {
+    if (b) {
+      free(b->spans);
+      free(b->sample_idx);
+    }
+    free(b);
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory for a batch");
+  }
+  b->core = c;
+  b->mem.bytes = c->buf_bytes;
+  pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
+  if (s != PL_OK) {
+    free(b->spans);
+    free(b->sample_idx);
+    free(b);
+    return s;
+  }
+  *out = b;
+  return PL_OK;
+}
+
+/* Adds one buffer to the pool; called by the consumer, lock held on entry
+ * and exit, released while allocating. */
+static pl_status grow(pl_core *c, pl_error *err) {
+  c->growing++;
+  pthread_mutex_unlock(&c->mu);
+  pl_batch *b = NULL;
+  pl_status s = slot_new(c, &b, err);
+  pthread_mutex_lock(&c->mu);
+  c->growing--;
+  if (s == PL_OK) {
+    c->slots[c->nslots++] = b;
+    pthread_cond_broadcast(&c->work_cv);
+  }
+  return s;
+}
+
+void pl_core_free(pl_core *c) {
+  for (int i = 0; i < c->nslots; i++)
+    slot_free(c, c->slots[i]);
+  if (c->be)
+    c->be->vt->destroy(c->be);
+  pl_dataset_destroy(c->ds);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->work_cv);
+  pthread_cond_destroy(&c->ready_cv);
+  free(c->slots);
+  pl_direct_free(c);
+  free(c->field_off);
+  free(c->chunk_off);
+  free(c->field_bytes);
+  free(c);
+}
+
+void pl_core_unref(pl_core *c) {
+  pthread_mutex_lock(&c->mu);
+  int last = --c->refs == 0;
+  pthread_mutex_unlock(&c->mu);
+  if (last)
+    pl_core_free(c);
+}
+
+/* ------------------------------------------------------------ create */
+
+/* Staging for the CUDA backend: whole batches, prefetch-deep; or, for
+ * large batches, chunks, two per worker so that one is gathered while the
+ * other is copied (loader_fill.c). */
+static void staging_plan(pl_core *c, pl_backend_config *bc) {
+  int w = PL_MAX(c->cfg.num_workers, 1);
+  uint64_t chunk = c->cfg.copy_chunk_bytes ? c->cfg.copy_chunk_bytes
+                                           : DEFAULT_CHUNK_BYTES;
+  pl_chunk_plan(c, chunk, &bc->stage_bytes);
+  bc->staging_buffers = c->chunk_samples ? 2 * w + 2
+                                         : PL_MIN(c->prefetch, w) + 2;
+}
+
+/* CUDA, or (device AUTO) the CPU with a notice when there is none. */
+static pl_status open_cuda(pl_core *c, pl_backend_config *bc, pl_error *err) {
+  const pl_loader_config *cfg = &c->cfg;
+  pl_status s = pl_backend_cuda_create(bc, &c->be, err);
+  if (s == PL_OK || cfg->device == PL_DEVICE_CUDA)
+    return s;
+  if (s != PL_NO_DEVICE && s != PL_UNSUPPORTED)
+    return s;
+  pl_log(&c->log, PL_LOG_INFO, "no usable CUDA device (%s); using the CPU",
+         err ? err->message : pl_status_str(s));
+  pl_error_clear(err);
+  return pl_backend_cpu_create(bc, &c->be, err);
+}
+
+static pl_status open_backend(pl_core *c, pl_error *err) {
+  const pl_loader_config *cfg = &c->cfg;
+  pl_backend_config bc = {
+      .device_index = cfg->device_index,
+      .pin_memory = cfg->pin_memory,
+      .non_blocking = cfg->non_blocking,
+      .pinned_budget = cfg->pinned_budget,
+      .batch_bytes = c->buf_bytes,
+      .log = &c->log,
+  };
+  staging_plan(c, &bc);
+  pl_status s = PL_OK;
+  if (cfg->device == PL_DEVICE_CPU)
+    s = pl_backend_cpu_create(&bc, &c->be, err);
+  else
+    s = open_cuda(c, &bc, err);
+  /* Chunks need copies by spans; the CPU backend gathers in place. */
+  if (s == PL_OK && !c->be->vt->fill_spans)
+    c->chunk_samples = 0;
+  return s;
+}
+
+static pl_status layout(pl_core *c) {
+  const pl_dataset *ds = c->ds;
+  c->nfields = ds->nfields;
+  c->field_off = calloc((size_t)ds->nfields, sizeof *c->field_off);
+  c->field_bytes = calloc((size_t)ds->nfields, sizeof *c->field_bytes);
+  c->chunk_off = calloc((size_t)ds->nfields, sizeof *c->chunk_off);
+  if (!c->field_off || !c->field_bytes || !c->chunk_off)
+    return PL_NO_MEMORY;
+  uint64_t end = 0;
+  for (int f = 0; f < ds->nfields; f++) {
+    c->field_off[f] = pl_align_up(end, FIELD_ALIGN);
+    c->field_bytes[f] = ds->field_bytes[f];
+    end = c->field_off[f] + (uint64_t)c->cfg.batch_size * ds->field_bytes[f];
+  }
+  c->buf_bytes = PL_MAX(end, 1);
+  return PL_OK;
+}
+
+static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
+                          pl_core **out, pl_error *err) {
+  pl_core *c = calloc(1, sizeof *c);
+  if (!c)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->work_cv, NULL);
+  pthread_cond_init(&c->ready_cv, NULL);
+  c->refs = 1;
+  c->ds = pl_dataset_retain(ds);
+  c->cfg = *cfg;
+  c->log = (pl_logger){cfg->log, cfg->log_user, cfg->log_level};
+  c->sampler = (pl_sampler){ds->length, cfg->shuffle,   cfg->seed,
+                            cfg->rank,  cfg->world_size, cfg->batch_size,
+                            cfg->drop_last};
+  int w = cfg->num_workers;
+  c->prefetch = cfg->prefetch ? cfg->prefetch : PL_MAX(2 * w, 2);
+  c->max_slots = cfg->max_batch_buffers
+                     ? (int)PL_MIN(cfg->max_batch_buffers, 1u << 20)
+                     : c->prefetch + 2 + w;
+  c->max_slots = PL_MAX(c->max_slots, 1);
+  c->slots = calloc((size_t)c->max_slots, sizeof *c->slots);
+  *out = c;
+  if (!c->slots || layout(c) != PL_OK)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  PL_TRY(open_backend(c, err));
+  pl_direct_setup(c);
+  pl_core_restart(c, cfg->epoch, 0);
+  /* The steady state needs prefetch buffers in flight plus the one the
+   * consumer holds; more are added only if the consumer holds more. */
+  int initial = PL_MIN(c->prefetch + 1, c->max_slots);
+  for (int i = 0; i < initial; i++) {
+    /* Count the slot only once it exists: pl_core_free frees nslots. */
+    PL_TRY(slot_new(c, &c->slots[c->nslots], err));
+    c->nslots++;
+  }
+  return PL_OK;
+}
+
+static void stop_workers(pl_loader *ld) {
+  pl_core *c = ld->core;
+  pthread_mutex_lock(&c->mu);
+  c->stop = 1;
+  pthread_cond_broadcast(&c->work_cv);
+  pthread_mutex_unlock(&c->mu);
+  for (int i = 0; i < ld->nthreads; i++)
+    pthread_join(ld->threads[i], NULL);
+  ld->nthreads = 0;
+}
+
+static pl_status start_workers(pl_loader *ld, int n, pl_error *err) {
+  ld->threads = calloc((size_t)PL_MAX(n, 1), sizeof *ld->threads);
+  if (!ld->threads)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  for (int i = 0; i < n; i++) {
+    int rc = PL_FAULT(PL_FAULT_THREAD_CREATE)
+                 ? EAGAIN
+                 : pthread_create(&ld->threads[i], NULL, worker_main, ld->core);
+    if (rc != 0)
+      return pl_errorf(err, PL_NO_MEMORY,
+                       "starting worker %d of %d: %s", i + 1, n, strerror(rc));
+    ld->nthreads++;
+  }
+  return PL_OK;
+}
+
+pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
+                           pl_loader **out, pl_error *err) {
+  pl_loader_config def;
+  if (!out || !ds)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "dataset and out are required");
+  *out = NULL;
+  if (!cfg) {
+    pl_loader_config_init(&def);
+    cfg = &def;
+  }
+  PL_TRY(validate(ds, cfg, err));
+  pl_loader *ld = calloc(1, sizeof *ld);
+  if (!ld)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  pl_status s = core_new(ds, cfg, &ld->core, err);
+  if (s == PL_OK)
+    s = start_workers(ld, cfg->num_workers, err);
+  if (s != PL_OK) {
+    pl_loader_destroy(ld);
+    return s;
+  }
+  *out = ld;
+  return PL_OK;
+}
+
+void pl_loader_destroy(pl_loader *ld) {
+  if (!ld)
+    return;
+  if (ld->core) {
+    stop_workers(ld);
+    pl_core_unref(ld->core);
+  }
+  free(ld->threads);
+  free(ld);
+}
+
+/* ------------------------------------------------------------ consumer */
+
+static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
+                         pl_error *err) {
+  b->state = SLOT_HELD;
+  c->refs++;
+  c->next_deliver++;
+  c->cur_epoch = b->epoch;
+  uint64_t next_b;
+  pl_epoch_plan p;
+  if (!job_exists(c, c->next_deliver))
+    c->end_pending = 1;
+  else {
+    job_locate(c, c->next_deliver, &next_b, &p);
+    c->end_pending = next_b == 0;
+  }
+  pthread_cond_signal(&c->work_cv); /* one more job may be claimed */
+  pthread_mutex_unlock(&c->mu);
+  pl_status s = c->be->vt->deliver(c->be, &b->mem, err);
+  pthread_mutex_lock(&c->mu);
+  if (s != PL_OK) { /* the copy failed (sync mode): this epoch ends here */
+    b->state = SLOT_FREE;
+    c->refs--; /* the loader handle still holds one */
+    c->end_pending = 0;
+    skip_epoch_of(c, b->job);
+    return s;
+  }
+  c->batches_delivered++;
+  c->samples_delivered += b->size;
+  c->bytes_delivered += (uint64_t)b->size * c->ds->sample_bytes;
+  *out = b;
+  return PL_OK;
+}
+
+static pl_status take_failure(pl_core *c, pl_batch *b, pl_error *err) {
+  pl_status s = b->err.status;
+  if (err)
+    *err = b->err;
+  b->state = SLOT_FREE;
+  skip_epoch_of(c, b->job);
+  return s;
+}
+
+/* A stalled sample: the job being waited for has spent more than
+ * timeout_s on one sample. [mu] */
+static pl_status check_stall(pl_core *c, pl_batch *b, pl_error *err) {
+  double t0 = atomic_load_explicit(&b->cur_t0, memory_order_acquire);
+  if (c->cfg.timeout_s <= 0 || t0 <= 0 || pl_now() - t0 <= c->cfg.timeout_s)
+    return PL_OK;
+  uint64_t idx = atomic_load_explicit(&b->cur_sample, memory_order_relaxed);
+  pl_errorf(err, PL_TIMEOUT,
+            "sample %llu: still loading after %.1f s (timeout %.1f s)",
+            (unsigned long long)idx, pl_now() - t0, c->cfg.timeout_s);
+  skip_epoch_of(c, b->job);
+  return PL_TIMEOUT;
+}
+
+static int all_held(const pl_core *c) {
+  if (c->nslots + c->growing < c->max_slots)
+    return 0;
+  for (int i = 0; i < c->nslots; i++)
+    if (c->slots[i]->state != SLOT_HELD)
+      return 0;
+  return 1;
+}
+
+/* With no workers the consumer fills the batch itself. [mu] */
+static pl_status fill_here(pl_core *c, pl_batch *b) {
+  claim(c, b);
+  pthread_mutex_unlock(&c->mu);
+  pl_fill(c, b);
+  pthread_mutex_lock(&c->mu);
+  publish(c, b);
+  return PL_OK;
+}
+
+static void timed_wait(pl_core *c, double deadline) {
+  double wake = deadline;
+  if (c->cfg.timeout_s > 0) /* poll often enough to notice a stall */
+    wake = PL_MIN(wake, pl_now() + PL_MIN(c->cfg.timeout_s / 4, 0.25));
+  if (wake == INFINITY) {
+    pthread_cond_wait(&c->ready_cv, &c->mu);
+    return;
+  }
+  /* Condition variables use CLOCK_REALTIME; convert the monotonic wake.
+   * A far deadline (wait_s = 1e300) would overflow time_t: the timedwait
+   * then fails at once without ever releasing mu, so no worker could
+   * publish, a hang. Wake at least daily; the caller rechecks the deadline. */
+  double rel = PL_MIN(wake - pl_now(), 86400.0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + rel;
+  if (at < 0)
+    at = 0;
+  ts.tv_sec = (time_t)at;
+  ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+  pthread_cond_timedwait(&c->ready_cv, &c->mu, &ts);
+}
+
+static pl_status next_locked(pl_core *c, int workers, double deadline,
+                             pl_batch **out, pl_error *err) {
+  if (c->end_pending || !job_exists(c, c->next_deliver)) {
+    c->end_pending = 0;
+    c->cur_epoch++;
+    return PL_END_OF_EPOCH;
+  }
+  for (;;) {
+    uint64_t job = c->next_deliver;
+    pl_batch *b = find_job(c, job);
+    if (b && b->state == SLOT_READY)
+      return deliver(c, b, out, err);
+    if (b && b->state == SLOT_FAILED)
+      return take_failure(c, b, err);
+    if (b)
+      PL_TRY(check_stall(c, b, err));
+    if (!b && c->next_claim == job) { /* nobody is filling it */
+      pl_batch *f = find_free(c);
+      if (!f && !all_held(c) && c->nslots + c->growing < c->max_slots) {
+        PL_TRY(grow(c, err));
+        continue;
+      }
+      if (!f && all_held(c))
+        return pl_errorf(err, PL_EXHAUSTED,
+                         "all %d batch buffers are held by the consumer: "
+                         "release a batch, or raise max_batch_buffers",
+                         c->max_slots);
+      if (f && workers == 0) {
+        fill_here(c, f);
+        continue;
+      }
+    }
+    if (pl_now() >= deadline)
+      return pl_errorf(err, PL_NOT_READY, "no batch ready yet");
+    timed_wait(c, deadline);
+  }
+}
+
+pl_status pl_loader_next_timed(pl_loader *ld, double wait_s, pl_batch **out,
+                               pl_error *err) {
+  if (!ld || !out)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader and out are required");
+  *out = NULL;
+  if (isnan(wait_s)) /* a NaN deadline: the same hang as in timed_wait */
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "wait_s is NaN");
+  pl_core *c = ld->core;
+  double t0 = pl_now();
+  double deadline = wait_s < 0 ? INFINITY : t0 + wait_s;
+  pthread_mutex_lock(&c->mu);
+  pl_status s = next_locked(c, ld->nthreads, deadline, out, err);
+  c->consumer_wait_s += pl_now() - t0;
+  pthread_mutex_unlock(&c->mu);
+  return s;
+}
+
+pl_status pl_loader_next(pl_loader *ld, pl_batch **out, pl_error *err) {
+  return pl_loader_next_timed(ld, -1, out, err);
+}
+
+pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  pthread_mutex_lock(&ld->core->mu);
+  pl_core_restart(ld->core, epoch, 0);
+  pthread_mutex_unlock(&ld->core->mu);
+  return PL_OK;
+}
+
+uint64_t pl_loader_epoch(const pl_loader *ld) {
+  if (!ld)
+    return 0;
+  pl_core *c = ld->core;
+  pthread_mutex_lock(&c->mu);
+  uint64_t e = c->cur_epoch;
+  pthread_mutex_unlock(&c->mu);
+  return e;
+}
+
+uint64_t pl_loader_num_batches(const pl_loader *ld) {
+  return ld ? ld->core->full.num_batches : 0;
+}
+
+uint64_t pl_loader_num_samples(const pl_loader *ld) {
+  if (!ld)
+    return 0;
+  const pl_core *c = ld->core;
+  return c->sampler.drop_last
+             ? c->full.num_batches * c->sampler.batch
+             : c->full.per_rank;
+}
+
+void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!ld)
+    return;
+  pl_core *c = ld->core;
+  pthread_mutex_lock(&c->mu);
+  out->batches_delivered = c->batches_delivered;
+  out->samples_delivered = c->samples_delivered;
+  out->bytes_delivered = c->bytes_delivered;
+  out->consumer_wait_s = c->consumer_wait_s;
+  out->batch_buffers = (uint64_t)c->nslots;
+  pthread_mutex_unlock(&c->mu);
+  out->batches_direct =
+      atomic_load_explicit(&c->batches_direct, memory_order_relaxed);
+  out->worker_busy_s =
+      (double)atomic_load_explicit(&c->worker_busy_ns, memory_order_relaxed) *
+      1e-9;
+  c->be->vt->stats(c->be, out);
+}
+
+pl_device_kind pl_loader_device(const pl_loader *ld, int *index) {
+  if (index)
+    *index = ld ? ld->core->be->device_index : 0;
+  return ld ? ld->core->be->kind : PL_DEVICE_CPU;
+}
+
+const char *pl_loader_device_name(const pl_loader *ld) {
+  return ld ? ld->core->be->name : "none";
+}
+
+pl_status pl_loader_sync(pl_loader *ld, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is required");
+  pl_backend *be = ld->core->be;
+  return be->vt->sync ? be->vt->sync(be, err) : PL_OK;
+}
+
+/* ------------------------------------------------------------ position */
+
+void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start) {
+  if (c->end_pending || !job_exists(c, c->next_deliver)) {
+    *epoch = c->cur_epoch + 1;
+    *start = 0;
+    return;
+  }
+  uint64_t b;
+  pl_epoch_plan p;
+  job_locate(c, c->next_deliver, &b, &p);
+  *epoch = p.epoch;
+  *start = p.start + b * c->sampler.batch * c->sampler.world;
+}

@@ -1,0 +1,157 @@
+/* The loader's shared state, seen by loader.c (the job stream, the workers
+ * and the consumer), batch.c (the batch handle) and state.c (checkpoints).
+ *
+ * Ownership. A pl_loader is a thin handle on a pl_core. The core, with its
+ * backend and batch buffers, is reference-counted: one reference for the
+ * loader handle and one per batch the consumer holds, so a batch stays valid
+ * after pl_loader_destroy and the memory is freed by whoever lets go last.
+ *
+ * Locking. One mutex (core->mu) guards every field marked [mu]. Workers
+ * never hold it while reading samples or talking to the backend's copy
+ * engine; the consumer never holds it while filling a batch (num_workers 0)
+ * or waiting on the device. Two condition variables: work_cv wakes workers
+ * (a job became claimable, or stop), ready_cv wakes the consumer (a batch
+ * became ready or failed, or a buffer was released).
+ *
+ * The job stream. Batches are numbered jobs 0, 1, 2, ... from the stream's
+ * start (creation, set_epoch or load_state start a new stream and bump
+ * `gen`). The first epoch of a stream may start mid-epoch (a restored
+ * checkpoint); every later epoch is whole. Workers claim jobs in order, at
+ * most `prefetch` ahead of the consumer; the consumer takes them in order.
+ * A job whose result is no longer wanted (its epoch was ended by an error,
+ * or its stream was replaced) is "stale" and its buffer simply goes back to
+ * the free list. */
+#ifndef PL_LOADER_INTERNAL_H
+#define PL_LOADER_INTERNAL_H
+
+#include "backend/backend.h"
+#include "data/dataset.h"
+#include "loader/sampler.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef enum {
+  SLOT_FREE = 0, /* in the free list */
+  SLOT_FILLING,  /* a worker (or the consumer, with 0 workers) fills it */
+  SLOT_READY,    /* filled, waiting to be delivered */
+  SLOT_FAILED,   /* its job failed: err says why */
+  SLOT_HELD      /* handed to the consumer */
+} slot_state;
+
+typedef struct pl_core pl_core;
+
+struct pl_batch {
+  pl_core *core;
+  pl_bufmem mem;
+  slot_state state; /* [mu] */
+  uint64_t gen;     /* [mu] stream of the job */
+  uint64_t job;     /* [mu] job number in that stream */
+  uint64_t epoch;   /* the rest: written when claimed or by the filler */
+  uint64_t index;
+  pl_epoch_plan plan;
+  uint32_t size;
+  uint64_t *sample_idx; /* batch_size entries */
+  pl_span *spans;       /* chunked or direct mode: see spans_needed */
+  pl_error err;
+  /* Stall detection: the sample being read and since when (timeout_s). */
+  _Atomic uint64_t cur_sample;
+  _Atomic double cur_t0;
+};
+
+struct pl_core {
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, ready_cv;
+  int refs; /* [mu] the loader handle + batches held */
+
+  pl_dataset *ds;
+  pl_backend *be;
+  pl_logger log;
+  pl_sampler sampler;
+  pl_loader_config cfg;
+
+  int nfields;
+  uint64_t *field_off;   /* byte offset of each field's array in a buffer */
+  uint64_t *field_bytes; /* bytes of one sample of each field */
+  uint64_t buf_bytes;
+
+  pl_batch **slots; /* [mu] all buffers allocated so far */
+  int nslots;       /* [mu] */
+  int growing;      /* [mu] buffers being allocated outside the lock */
+  int max_slots;
+  int prefetch;
+  /* Chunked gathers (loader_fill.c), fixed at create: 0 samples means
+   * whole batches. */
+  uint32_t chunk_samples; /* samples per chunk */
+  uint64_t *chunk_off;    /* per field: its array in a chunk */
+
+  /* Direct mode (loader_direct.c), fixed at create. */
+  int direct;            /* large fields are copied from the dataset itself */
+  uint8_t *field_direct; /* per field: copied straight (1) or gathered (0) */
+  uint64_t *stage_off;   /* per gathered field: its array in a staging buffer */
+  uint64_t stage_bytes;  /* a staging buffer: the gathered fields only */
+  pl_region *regions;    /* the dataset memory registered */
+  int nregions;
+
+  /* The job stream [mu]. */
+  uint64_t gen;
+  pl_epoch_plan first;  /* the stream's first epoch (may be partial) */
+  pl_epoch_plan full;   /* plan of a whole epoch, epoch number aside */
+  uint64_t next_claim;  /* next job a filler takes */
+  uint64_t next_deliver;/* next job the consumer takes */
+  int end_pending;      /* the consumer owes an END_OF_EPOCH */
+  uint64_t cur_epoch;   /* epoch of the next delivery (for empty epochs) */
+  atomic_int stop;           /* [mu] to write; read anywhere */
+  _Atomic uint64_t gen_now;  /* copy of gen, read without the lock */
+
+  /* Counters. [mu] except the atomics. */
+  uint64_t batches_delivered, samples_delivered, bytes_delivered;
+  double consumer_wait_s;
+  _Atomic uint64_t worker_busy_ns;
+  _Atomic uint64_t batches_direct;
+};
+
+struct pl_loader {
+  pl_core *core;
+  pthread_t *threads;
+  int nthreads;
+};
+
+/* Whether nobody wants this batch any more (destroy, set_epoch, restore):
+ * checked between samples so that destroy waits for one sample, not a
+ * whole batch. Read without the lock: a stale answer only delays. */
+static inline int pl_core_abandoned(pl_core *c, const pl_batch *b) {
+  return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
+         atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
+}
+
+/* Fills a claimed batch (loader_fill.c): sample indices, the gather and
+ * the copies; failures in b->err. Lock not held. */
+void pl_fill(pl_core *c, pl_batch *b);
+
+/* Chunked gathers for copy_chunk_bytes (0 = whole batches): sets
+ * chunk_samples and chunk_off, and the staging buffer size they need in
+ * *stage_bytes (0: whole batches). Needs the layout. */
+void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes);
+
+/* Direct mode (loader_direct.c). setup: after the backend exists, turns it
+ * on when the dataset, the backend and the pinned budget allow, and logs
+ * why not otherwise (never fails the create). fill: the whole fill of one
+ * batch (copies, and the gather of small fields), errors in b->err. */
+void pl_direct_setup(pl_core *c);
+pl_status pl_direct_fill(pl_core *c, pl_batch *b);
+void pl_direct_free(pl_core *c);
+
+/* Drop one reference; frees the core at zero. Takes the lock itself. */
+void pl_core_unref(pl_core *c);
+/* Frees the core; its last reference is gone. */
+void pl_core_free(pl_core *c);
+
+/* Where the next delivery stands: its epoch and the global position (in
+ * the epoch's order, all ranks together) of its first sample. [mu] */
+void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start);
+
+/* Start a new stream at (epoch, global start position). [mu] held. */
+void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start);
+
+#endif /* PL_LOADER_INTERNAL_H */

@@ -1,0 +1,74 @@
+/* Sample order: Feistel permutation, DistributedSampler-style sharding,
+ * batching. See sampler.h for the rules. */
+#include "loader/sampler.h"
+
+static uint64_t mix64(uint64_t x) {
+  /* splitmix64's finaliser: a strong 64-bit mix in three multiplies. */
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+enum { FEISTEL_ROUNDS = 6 };
+
+/* One pass of a balanced Feistel network over 2 * half_bits bits: a
+ * bijection of [0, 2^(2*half_bits)). */
+static uint64_t feistel(uint64_t x, unsigned half_bits, const uint64_t key[2]) {
+  uint64_t mask = (half_bits >= 32) ? 0xffffffffull : ((1ull << half_bits) - 1);
+  uint64_t l = (x >> half_bits) & mask, r = x & mask;
+  for (unsigned k = 0; k < FEISTEL_ROUNDS; k++) {
+    uint64_t f = mix64(r ^ key[k & 1] ^ ((uint64_t)k << 58)) & mask;
+    uint64_t t = l ^ f;
+    l = r;
+    r = t;
+  }
+  return (l << half_bits) | r;
+}
+
+uint64_t pl_permute(uint64_t x, uint64_t n, const uint64_t key[2]) {
+  if (n <= 1)
+    return 0;
+  unsigned bits = 64 - (unsigned)__builtin_clzll(n - 1); /* 2^bits >= n */
+  unsigned half = (bits + 1) / 2;
+  /* Cycle walking: the domain is < 4n, so few steps on average; every
+   * step stays a bijection, so the walk ends inside [0, n). */
+  do
+    x = feistel(x, half, key);
+  while (x >= n);
+  return x;
+}
+
+void pl_sampler_plan(const pl_sampler *s, uint64_t epoch, uint64_t start,
+                     pl_epoch_plan *out) {
+  uint64_t rem = start < s->n ? s->n - start : 0;
+  out->epoch = epoch;
+  out->start = start;
+  out->per_rank = s->drop_last ? rem / s->world
+                               : (rem + s->world - 1) / s->world;
+  out->num_batches = s->drop_last ? out->per_rank / s->batch
+                                  : (out->per_rank + s->batch - 1) / s->batch;
+  out->key[0] = mix64(s->seed ^ 0x70696e6c6f61ull);
+  out->key[1] = mix64(out->key[0] + epoch * 0x9e3779b97f4a7c15ull + 1);
+}
+
+uint32_t pl_sampler_batch_size(const pl_sampler *s, const pl_epoch_plan *p,
+                               uint64_t b) {
+  uint64_t first = b * s->batch;
+  uint64_t left = p->per_rank > first ? p->per_rank - first : 0;
+  return (uint32_t)PL_MIN(left, (uint64_t)s->batch);
+}
+
+uint64_t pl_sampler_position(const pl_sampler *s, const pl_epoch_plan *p,
+                             uint64_t b, uint32_t i) {
+  uint64_t k = b * s->batch + i; /* position within this rank's share */
+  return p->start + k * s->world + s->rank;
+}
+
+uint64_t pl_sampler_index(const pl_sampler *s, const pl_epoch_plan *p,
+                          uint64_t position) {
+  uint64_t x = position % s->n; /* padding wraps to the epoch's start */
+  return s->shuffle ? pl_permute(x, s->n, p->key) : x;
+}
