@@ -326,8 +326,17 @@ static void stall_last_batch(int workers) {
   CHECK_MSG(&err, "sample 11");
   CHECK_MSG(&err, "timeout 0.2 s"); /* %.1f of 0.25 */
   CHECK(pl_now() - t0 < 0.95);      /* reported before the sleep ended */
-  /* Epoch 1 begins; the worker is free once the slow read is over. */
-  CHECK_OK(pl_loader_next_timed(ld, WAIT_S, &b, &err), &err);
+  /* Epoch 1 begins. With every worker in the slow read, calls meanwhile
+   * say so (PL_TIMEOUT, never a hang); once it is over, the batch comes. */
+  int stuck_calls = 0;
+  while ((s = pl_loader_next_timed(ld, WAIT_S, &b, &err)) == PL_TIMEOUT &&
+         stuck_calls++ < 200) {
+    CHECK(workers == 1);
+    CHECK_MSG(&err, "all 1 workers are stuck: sample 11 has been loading");
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK_OK(s, &err);
   if (b) {
     CHECK_EQ_U64(pl_batch_epoch(b), 1);
     CHECK_EQ_U64(pl_batch_index(b), 0);

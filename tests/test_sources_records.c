@@ -306,13 +306,14 @@ static void test_faults(void) {
   pl_fault_arm(PL_FAULT_GZ_READ, 0, 1);
   CHECK_STATUS(pl_file_map_open(gz, &m, &err), PL_FORMAT, &err);
   CHECK_MSG(&err, "fault.bin.gz: compressed offset 0: corrupt gzip data");
-  /* Through a dataset with a second file failing: the first is released. */
+  /* Through a dataset with a second file failing: the first is released.
+   * (A .gz is read, not mapped: its fault point is the inflate.) */
   const char *const two[2] = {plain, gz};
   pl_dataset *ds = NULL;
-  pl_fault_arm(PL_FAULT_FILE_MAP, 1, 1);
-  CHECK_STATUS(pl_dataset_open_records(&fmt, two, 2, &ds, &err), PL_NO_MEMORY,
+  pl_fault_arm(PL_FAULT_GZ_READ, 0, 1);
+  CHECK_STATUS(pl_dataset_open_records(&fmt, two, 2, &ds, &err), PL_FORMAT,
                &err);
-  CHECK_MSG(&err, "fault.bin.gz: mmap failed");
+  CHECK_MSG(&err, "fault.bin.gz: compressed offset 0: corrupt gzip data");
   pl_fault_reset();
   CHECK_OK(pl_dataset_open_records(&fmt, two, 2, &ds, &err), &err);
   CHECK_EQ_U64(pl_dataset_length(ds), 6);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist/"
@@ -184,15 +185,59 @@ static int checksum_batch(pl_batch *b, int nfields, run_totals *t,
   return 0;
 }
 
+/* Whether `out` is one of the files of the data set spec (the same
+ * inode): writing it would truncate a mapped input under the loader. The
+ * spec's files follow "KIND:", split on ','. */
+static int output_is_input(const char *spec, const char *out) {
+  struct stat so, si;
+  const char *p = spec ? strchr(spec, ':') : NULL;
+  if (!p || stat(out, &so) != 0)
+    return 0;
+  for (p++; *p;) {
+    size_t n = strcspn(p, ",");
+    char path[4096];
+    if (n < sizeof path) {
+      memcpy(path, p, n);
+      path[n] = '\0';
+      if (stat(path, &si) == 0 && si.st_dev == so.st_dev &&
+          si.st_ino == so.st_ino)
+        return 1;
+    }
+    p += n + (p[n] == ',');
+  }
+  return 0;
+}
+
+static int refuse_input_as_output(const run_opts *o) {
+  const char *opt[2] = {"--order-out", "--save-state"};
+  const char *path[2] = {o->order_out, o->save_state};
+  for (int i = 0; i < 2; i++)
+    if (path[i] && output_is_input(o->dataset, path[i])) {
+      fprintf(stderr,
+              "pinloader: error: %s %s: is one of the data set's files "
+              "(--dataset %s); refusing to overwrite it\n",
+              opt[i], path[i], o->dataset);
+      return 1;
+    }
+  return 0;
+}
+
+/* Written to a temporary file, then renamed over `path`: a file in use
+ * (mapped by this or another loader) keeps its bytes, never truncated. */
 static int write_state(const pl_loader *ld, const char *path) {
   uint8_t buf[256];
   size_t len = sizeof buf;
   pl_error err;
   if (pl_loader_save_state(ld, buf, &len, &err) != PL_OK)
     return fail("--save-state", &err);
-  FILE *f = fopen(path, "wb");
-  if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  int bad = !f || fwrite(buf, 1, len, f) != len;
+  bad |= f && fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
     fprintf(stderr, "pinloader: error: --save-state %s: cannot write\n", path);
+    unlink(tmp);
     return 1;
   }
   return 0;
@@ -294,6 +339,8 @@ int pl_cmd_run(int argc, char **argv) {
   pl_error err;
   if (o.env_ranks && pl_loader_config_from_env(&o.cfg, &err) != PL_OK)
     return fail("environment", &err);
+  if (refuse_input_as_output(&o))
+    return 1;
   pl_dataset *ds = NULL;
   if (pl_dataset_open_spec(o.dataset, &ds, &err) != PL_OK)
     return fail("--dataset", &err);

@@ -492,18 +492,19 @@ static PyObject *dataset_read(DatasetObject *self, PyObject *arg) {
     return NULL;
   int n = pl_dataset_num_fields(self->ds);
   PyObject *out = PyTuple_New(n);
-  void *dst[64];
-  if (!out)
-    return NULL;
-  if (n > 64) {
-    Py_DECREF(out);
-    return PyErr_Format(PyExc_ValueError, "too many fields (%d)", n);
+  /* As many fields as the loader takes: the pointer array is allocated. */
+  void **dst = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof *dst);
+  if (!out || !dst) {
+    Py_XDECREF(out);
+    PyMem_Free(dst);
+    return PyErr_NoMemory();
   }
   for (int i = 0; i < n; i++) {
     PyObject *b = PyBytes_FromStringAndSize(
         NULL, (Py_ssize_t)pl_field_bytes(pl_dataset_field(self->ds, i)));
     if (!b) {
       Py_DECREF(out);
+      PyMem_Free(dst);
       return NULL;
     }
     PyTuple_SET_ITEM(out, i, b);
@@ -514,6 +515,7 @@ static PyObject *dataset_read(DatasetObject *self, PyObject *arg) {
   Py_BEGIN_ALLOW_THREADS
   s = pl_dataset_read(self->ds, index, dst, &err);
   Py_END_ALLOW_THREADS
+  PyMem_Free(dst);
   if (s != PL_OK) {
     Py_DECREF(out);
     /* A Python __getitem__'s exception, not left in cb->errors. */

@@ -45,13 +45,35 @@ void pl_error_clear(pl_error *err) {
   }
 }
 
+/* Messages are formatted here first, then fitted into pl_error. */
+enum { LONG_MESSAGE = 8192 };
+
+/* A message too long for the error loses its middle, not its end: the
+ * start names the thing (a file, a sample), the end says what went wrong,
+ * and long paths sit in between. */
+static void put_message(char *dst, size_t cap, const char *msg) {
+  static const char cut[] = " ... ";
+  size_t len = strlen(msg), cutlen = sizeof cut - 1;
+  if (len < cap) {
+    memcpy(dst, msg, len + 1);
+    return;
+  }
+  size_t head = (cap - 1 - cutlen) / 3, tail = cap - 1 - cutlen - head;
+  memcpy(dst, msg, head);
+  memcpy(dst + head, cut, cutlen);
+  memcpy(dst + head + cutlen, msg + len - tail, tail);
+  dst[cap - 1] = '\0';
+}
+
 pl_status pl_errorf(pl_error *err, pl_status status, const char *fmt, ...) {
   if (err) {
+    char msg[LONG_MESSAGE];
     va_list ap;
     va_start(ap, fmt);
     err->status = status;
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    put_message(err->message, sizeof err->message, msg);
   }
   return status;
 }
@@ -59,20 +81,14 @@ pl_status pl_errorf(pl_error *err, pl_status status, const char *fmt, ...) {
 pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) {
   if (!err)
     return PL_OK; /* caller returns its own status when err is NULL */
-  char prefix[PL_ERROR_MESSAGE_MAX], old[PL_ERROR_MESSAGE_MAX];
+  char msg[LONG_MESSAGE];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  int n = vsnprintf(msg, sizeof msg - 2, fmt, ap);
   va_end(ap);
-  memcpy(old, err->message, sizeof old);
-  /* Both parts are cut to fit: the cause is more useful than the prefix. */
-  size_t n = strnlen(prefix, sizeof prefix - 3);
-  memcpy(err->message, prefix, n);
-  memcpy(err->message + n, ": ", 2);
-  size_t room = sizeof err->message - n - 3;
-  size_t m = strnlen(old, room);
-  memcpy(err->message + n + 2, old, m);
-  err->message[n + 2 + m] = '\0';
+  size_t k = n < 0 ? 0 : PL_MIN((size_t)n, sizeof msg - 3);
+  snprintf(msg + k, sizeof msg - k, ": %s", err->message);
+  put_message(err->message, sizeof err->message, msg);
   return err->status;
 }
 

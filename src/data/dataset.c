@@ -2,6 +2,7 @@
  * field metadata, and reads with the sample index in the error. */
 #include "data/dataset.h"
 #include "core/memcopy.h"
+#include "data/map_guard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,14 @@ pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
                      (unsigned long long)index,
                      (unsigned long long)ds->length);
   static const pl_sample_ctx no_ctx = {0, 0};
+  pl_map_guard g; /* a mapped file may shrink: data/map_guard.h */
+  if (pl_map_guard_enter(&g)) {
+    pl_status f = pl_map_guard_failed(&g, err);
+    pl_error_prefix(err, "sample %llu", (unsigned long long)index);
+    return f;
+  }
   pl_status s = pl_dataset_read_sample(ds, index, &no_ctx, dst, err);
+  pl_map_guard_leave(&g);
   pl_copy_fence(); /* sources may use streaming stores */
   return s;
 }

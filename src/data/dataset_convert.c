@@ -10,6 +10,7 @@
  * need a scratch buffer: on the stack when small. */
 #include "data/dataset.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,10 @@ pl_status pl_dataset_to_float32(pl_dataset *base, const char *field,
   *out = NULL;
   int fi = -1;
   PL_TRY(check_args(base, field, &fi, err));
+  if (!isfinite(scale)) /* every value would come out inf or NaN */
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "to_float32: scale %g is not a finite number",
+                     (double)scale);
   pl_field *fields = NULL;
   PL_TRY(new_fields(base, fi, &fields, err));
   convert_impl *c = malloc(sizeof *c);

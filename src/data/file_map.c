@@ -1,9 +1,11 @@
 /* Data files in memory: mmap for plain files, one zlib pass for .gz. */
 #include "data/file_map.h"
+#include "data/map_guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,8 +16,6 @@
 /* Files up to this size are prefetched into the page cache at open: small
  * enough that the whole file is wanted soon, large enough for MNIST-likes. */
 #define PREFETCH_MAX_BYTES (1ull << 30)
-/* deflate cannot expand data by more than about 1032:1. */
-#define DEFLATE_MAX_RATIO 1032u
 #define GZ_MIN_BUFFER (64u << 10)
 
 static const uint8_t empty_file[1];
@@ -31,18 +31,46 @@ static pl_status sys_error(pl_error *err, const char *path, const char *what,
                    "%s: %s: %s", path, what, strerror(errnum));
 }
 
+/* A file whose size reads 0 may still have bytes (/proc, sysfs): those
+ * cannot be mapped, and would load as an empty data set. */
+static pl_status check_really_empty(int fd, const char *path, pl_error *err) {
+  char c;
+  ssize_t n = pread(fd, &c, 1, 0);
+  if (n > 0)
+    return pl_errorf(err, PL_IO,
+                     "%s: the file reports a size of 0 but has data (a "
+                     "/proc or sysfs file?); copy it to a regular file",
+                     path);
+  return PL_OK;
+}
+
+/* Opens without blocking (a FIFO's open waits for a writer otherwise),
+ * then refuses anything but a regular file before reading a byte. */
 static pl_status open_regular(const char *path, int *fd, uint64_t *size,
                               pl_error *err) {
-  *fd = PL_FAULT(PL_FAULT_FILE_OPEN) ? (errno = EIO, -1)
-                                     : open(path, O_RDONLY | O_CLOEXEC);
+  *fd = PL_FAULT(PL_FAULT_FILE_OPEN)
+            ? (errno = EIO, -1)
+            : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (*fd < 0)
     return sys_error(err, path, "cannot open", errno);
   struct stat st;
   int rc = PL_FAULT(PL_FAULT_FILE_OPEN) ? (errno = EIO, -1) : fstat(*fd, &st);
-  if (rc != 0 || !S_ISREG(st.st_mode)) {
-    pl_status s = rc != 0 ? sys_error(err, path, "cannot stat", errno)
-                          : pl_errorf(err, PL_IO, "%s: not a regular file",
-                                      path);
+  pl_status s = PL_OK;
+  if (rc != 0)
+    s = sys_error(err, path, "cannot stat", errno);
+  else if (!S_ISREG(st.st_mode))
+    s = pl_errorf(err, PL_IO, "%s: not a regular file (%s)", path,
+                  S_ISFIFO(st.st_mode)   ? "a FIFO"
+                  : S_ISDIR(st.st_mode)  ? "a directory"
+                  : S_ISCHR(st.st_mode)  ? "a character device"
+                  : S_ISBLK(st.st_mode)  ? "a block device"
+                  : S_ISSOCK(st.st_mode) ? "a socket"
+                                         : "a special file");
+  else if (fcntl(*fd, F_SETFL, 0) != 0) /* reads block as usual from here */
+    s = sys_error(err, path, "fcntl", errno);
+  else if (st.st_size == 0)
+    s = check_really_empty(*fd, path, err);
+  if (s != PL_OK) {
     close(*fd);
     return s;
   }
@@ -88,199 +116,289 @@ static pl_status map_raw(const char *path, pl_file_map *m, pl_error *err) {
   m->mapping = p;
   m->mapping_len = (size_t)size;
   m->data = p;
-  return PL_OK;
+  return pl_map_guard_register(p, (size_t)size, m->path, err);
 }
 
 /* ---------------------------------------------------------------- gzip */
 
-typedef struct gz_out {
+/* The compressed file is read with read(), in pieces, not mapped: no
+ * SIGBUS if it shrinks, and the header of the output is checked as soon as
+ * its bytes exist, so a bomb with a wrong header fails after one piece. */
+#define GZ_IN_CHUNK (256u << 10)
+
+typedef struct gz_job {
+  const char *path;
+  int fd;
+  uint64_t file_size; /* compressed */
+  uint8_t *in;
+  uint64_t in_pos; /* compressed bytes consumed, for messages */
   uint8_t *buf;
   size_t used, cap;
   uint64_t limit; /* cap never exceeds limit + 1: one byte more proves excess */
-} gz_out;
+  const char *limit_why;
+  uint64_t declared; /* the size the header declares; 0: not known yet */
+  const pl_file_map_opts *opts;
+} gz_job;
 
-/* The first buffer: the size the gzip trailer claims (mod 2^32), bounded by
- * what deflate can produce, so that a lying trailer cannot force a huge
- * allocation up front. */
-static size_t gz_first_cap(const uint8_t *in, uint64_t n, uint64_t limit) {
-  uint64_t hint = GZ_MIN_BUFFER;
-  if (n >= 18) {
-    const uint8_t *t = in + n - 4;
-    uint64_t isize = (uint64_t)t[0] | (uint64_t)t[1] << 8 |
-                     (uint64_t)t[2] << 16 | (uint64_t)t[3] << 24;
-    uint64_t bound = n > UINT64_MAX / DEFLATE_MAX_RATIO
-                         ? UINT64_MAX
-                         : n * DEFLATE_MAX_RATIO;
-    hint = PL_MAX(hint, PL_MIN(isize + 1, bound));
-  }
-  return (size_t)PL_MIN(hint, limit + 1);
+static uint64_t read_u64_file(const char *path) {
+  FILE *f = fopen(path, "re");
+  unsigned long long v = 0;
+  if (!f)
+    return 0;
+  if (fscanf(f, "%llu", &v) != 1)
+    v = 0; /* "max", or unreadable: no limit from here */
+  fclose(f);
+  return v;
 }
 
-static pl_status gz_too_big(const gz_out *o, const char *path,
-                            pl_error *err) {
+uint64_t pl_file_map_memory_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page
+                                       : UINT64_MAX;
+  uint64_t cg = read_u64_file("/sys/fs/cgroup/memory.max");
+  if (!cg) /* cgroup v1 */
+    cg = read_u64_file("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+  return cg ? PL_MIN(lim, cg) : lim;
+}
+
+static pl_status gz_too_big(const gz_job *j, pl_error *err) {
+  if (j->declared)
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: decompresses to more than the %llu bytes its "
+                     "header declares", j->path,
+                     (unsigned long long)j->declared);
   return pl_errorf(err, PL_FORMAT,
                    "%s: decompresses to more than %llu bytes; refusing "
-                   "(corrupt file or decompression bomb?)",
-                   path, (unsigned long long)o->limit);
+                   "(corrupt file or decompression bomb? limit: %s)",
+                   j->path, (unsigned long long)j->limit, j->limit_why);
 }
 
-static pl_status gz_grow(gz_out *o, const char *path, pl_error *err) {
-  if (o->cap > o->limit)
-    return gz_too_big(o, path, err);
-  uint64_t want = (uint64_t)o->cap * 2;
-  want = PL_MIN(PL_MAX(want, GZ_MIN_BUFFER), o->limit + 1);
-  uint8_t *p = realloc(o->buf, (size_t)want);
+static pl_status gz_resize(gz_job *j, uint64_t want, pl_error *err) {
+  uint8_t *p = realloc(j->buf, (size_t)PL_MAX(want, 1));
   if (!p)
     return pl_errorf(err, PL_NO_MEMORY,
-                     "%s: out of memory decompressing (%llu bytes)", path,
+                     "%s: out of memory decompressing (%llu bytes)", j->path,
                      (unsigned long long)want);
-  o->buf = p;
-  o->cap = (size_t)want;
+  j->buf = p;
+  j->cap = (size_t)want;
   return PL_OK;
 }
 
-static bool all_zero(const uint8_t *p, uint64_t n) {
-  for (uint64_t i = 0; i < n; i++)
-    if (p[i])
-      return false;
-  return true;
+static pl_status gz_grow(gz_job *j, pl_error *err) {
+  if (j->cap > j->limit)
+    return gz_too_big(j, err);
+  uint64_t want = j->declared ? j->declared + 1 : (uint64_t)j->cap * 2;
+  return gz_resize(j, PL_MIN(PL_MAX(want, GZ_MIN_BUFFER), j->limit + 1),
+                   err);
 }
 
-/* After one gzip member ended at `pos`: whether another member follows
- * (gzip allows concatenation). Trailing zeros are padding, as gzip -d
- * treats them; anything else is an error. */
-static pl_status gz_member_end(const uint8_t *in, uint64_t n, uint64_t pos,
-                               const char *path, bool *more, pl_error *err) {
-  *more = false;
-  if (pos == n || all_zero(in + pos, n - pos))
+/* Asks the source about the bytes so far; once it knows the total, the
+ * limit becomes that total. */
+static pl_status gz_check_header(gz_job *j, pl_error *err) {
+  const pl_file_map_opts *o = j->opts;
+  if (!o || !o->expect || j->declared)
     return PL_OK;
-  if (n - pos >= 2 && in[pos] == 0x1f && in[pos + 1] == 0x8b) {
-    *more = true;
+  uint64_t total = 0;
+  PL_TRY(o->expect(o->user, j->path, j->buf, j->used, &total, err));
+  if (!total)
     return PL_OK;
-  }
-  return pl_errorf(err, PL_FORMAT,
-                   "%s: compressed offset %llu: %llu bytes of trailing "
-                   "garbage after the gzip stream",
-                   path, (unsigned long long)pos,
-                   (unsigned long long)(n - pos));
+  if (total > j->limit)
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: its header declares %llu bytes, more than %llu "
+                     "(%s)", j->path, (unsigned long long)total,
+                     (unsigned long long)j->limit, j->limit_why);
+  j->declared = total;
+  j->limit = total;
+  if (j->used > total)
+    return gz_too_big(j, err);
+  return PL_OK;
 }
 
-static pl_status gz_inflate_error(int rc, z_stream *zs, uint64_t pos,
-                                  const char *path, pl_error *err) {
+static pl_status gz_inflate_error(int rc, z_stream *zs, const gz_job *j,
+                                  pl_error *err) {
+  uint64_t pos = j->in_pos - zs->avail_in;
   if (rc == Z_MEM_ERROR)
-    return pl_errorf(err, PL_NO_MEMORY, "%s: zlib out of memory", path);
+    return pl_errorf(err, PL_NO_MEMORY, "%s: zlib out of memory", j->path);
   if (rc == Z_BUF_ERROR) /* no progress with input exhausted */
     return pl_errorf(err, PL_FORMAT,
                      "%s: compressed offset %llu: gzip stream is truncated",
-                     path, (unsigned long long)pos);
+                     j->path, (unsigned long long)pos);
   return pl_errorf(err, PL_FORMAT,
-                   "%s: compressed offset %llu: corrupt gzip data (%s)", path,
-                   (unsigned long long)pos,
+                   "%s: compressed offset %llu: corrupt gzip data (%s)",
+                   j->path, (unsigned long long)pos,
                    zs->msg ? zs->msg : "zlib error");
 }
 
+/* Refills the input; *eof when the file has no more bytes. */
+static pl_status gz_read_more(gz_job *j, z_stream *zs, bool *eof,
+                              pl_error *err) {
+  if (zs->avail_in)
+    return PL_OK;
+  ssize_t n;
+  do
+    n = read(j->fd, j->in, GZ_IN_CHUNK);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return sys_error(err, j->path, "read failed", errno);
+  zs->next_in = j->in;
+  zs->avail_in = (uInt)n;
+  j->in_pos += (uint64_t)n;
+  *eof = n == 0;
+  return PL_OK;
+}
+
+/* After a member ended: trailing zeros are padding (as gzip -d treats
+ * them), another gzip magic starts a member, anything else is an error.
+ * *more: another member follows. */
+static pl_status gz_member_end(gz_job *j, z_stream *zs, bool *more,
+                               pl_error *err) {
+  *more = false;
+  uint64_t end = j->in_pos - zs->avail_in; /* where the member ended */
+  for (;;) {
+    bool eof = false;
+    PL_TRY(gz_read_more(j, zs, &eof, err));
+    if (eof)
+      return PL_OK;
+    while (zs->avail_in && zs->next_in[0] == 0) {
+      zs->next_in++;
+      zs->avail_in--;
+    }
+    if (!zs->avail_in)
+      continue;
+    if (zs->next_in[0] == 0x1f) { /* the second magic byte is zlib's job */
+      *more = true;
+      return PL_OK;
+    }
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: compressed offset %llu: %llu bytes of trailing "
+                     "garbage after the gzip stream",
+                     j->path, (unsigned long long)end,
+                     (unsigned long long)(j->file_size - end));
+  }
+}
+
 /* One inflate step; *done once the last member has ended. */
-static pl_status gz_step(z_stream *zs, const uint8_t *in, uint64_t n,
-                         uint64_t *pos, gz_out *o, const char *path,
-                         bool *done, pl_error *err) {
-  if (o->used == o->cap)
-    PL_TRY(gz_grow(o, path, err));
-  zs->next_in = (Bytef *)(uintptr_t)(in + *pos);
-  zs->avail_in = (uInt)PL_MIN(n - *pos, (uint64_t)UINT_MAX);
-  zs->next_out = o->buf + o->used;
-  zs->avail_out = (uInt)PL_MIN(o->cap - o->used, (size_t)UINT_MAX);
-  uInt in0 = zs->avail_in, out0 = zs->avail_out;
+static pl_status gz_step(gz_job *j, z_stream *zs, bool *done, pl_error *err) {
+  bool eof = false; /* inflate then reports Z_BUF_ERROR if it needed more */
+  PL_TRY(gz_read_more(j, zs, &eof, err));
+  if (j->used == j->cap)
+    PL_TRY(gz_grow(j, err));
+  zs->next_out = j->buf + j->used;
+  zs->avail_out = (uInt)PL_MIN(j->cap - j->used, (size_t)UINT_MAX);
+  uInt out0 = zs->avail_out;
   int rc = PL_FAULT(PL_FAULT_GZ_READ) ? Z_DATA_ERROR : inflate(zs, Z_NO_FLUSH);
-  *pos += in0 - zs->avail_in;
-  o->used += out0 - zs->avail_out;
+  j->used += out0 - zs->avail_out;
+  PL_TRY(gz_check_header(j, err));
   if (rc == Z_STREAM_END) {
     bool more;
-    PL_TRY(gz_member_end(in, n, *pos, path, &more, err));
+    PL_TRY(gz_member_end(j, zs, &more, err));
     *done = !more;
     if (more && inflateReset(zs) != Z_OK)
-      return gz_inflate_error(Z_STREAM_ERROR, zs, *pos, path, err);
+      return gz_inflate_error(Z_STREAM_ERROR, zs, j, err);
     return PL_OK;
   }
   if (rc == Z_OK || (rc == Z_BUF_ERROR && zs->avail_out == 0))
     return PL_OK;
   if (rc == Z_DATA_ERROR && !zs->msg)
     zs->msg = (char *)"injected fault";
-  return gz_inflate_error(rc, zs, *pos, path, err);
+  return gz_inflate_error(rc, zs, j, err);
 }
 
-static pl_status gz_decompress(const uint8_t *in, uint64_t n,
-                               uint64_t limit, const char *path, gz_out *o,
-                               pl_error *err) {
-  if (n == 0)
-    return pl_errorf(err, PL_FORMAT,
-                     "%s: compressed offset 0: gzip stream is truncated "
-                     "(the file is empty)", path);
-  o->limit = limit;
-  o->cap = gz_first_cap(in, n, limit);
-  o->buf = malloc(o->cap);
-  if (!o->buf)
-    return pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decompressing",
-                     path);
+static pl_status gz_run(gz_job *j, pl_error *err) {
   z_stream zs;
   memset(&zs, 0, sizeof zs);
   if (inflateInit2(&zs, 15 + 16) != Z_OK) /* 16: gzip wrapper only */
-    return pl_errorf(err, PL_NO_MEMORY, "%s: zlib init failed", path);
-  uint64_t pos = 0;
+    return pl_errorf(err, PL_NO_MEMORY, "%s: zlib init failed", j->path);
   bool done = false;
   pl_status s = PL_OK;
   while (s == PL_OK && !done)
-    s = gz_step(&zs, in, n, &pos, o, path, &done, err);
+    s = gz_step(j, &zs, &done, err);
   inflateEnd(&zs);
-  if (s == PL_OK && o->used > limit) /* filled the last byte of the cap */
-    s = gz_too_big(o, path, err);
+  if (s == PL_OK && j->used > j->limit) /* filled the last byte of the cap */
+    s = gz_too_big(j, err);
   return s;
 }
 
-static pl_status map_gz(const char *path, uint64_t limit, pl_file_map *m,
-                        pl_error *err) {
-  pl_file_map raw;
-  memset(&raw, 0, sizeof raw);
-  PL_TRY(map_raw(path, &raw, err));
-  gz_out o = {0};
-  pl_status s = gz_decompress(raw.data, raw.size, limit, path, &o, err);
-  pl_file_map_close(&raw);
+static void gz_limit(gz_job *j, uint64_t caller_max) {
+  uint64_t mem = pl_file_map_memory_limit();
+  j->limit = caller_max;
+  j->limit_why = "the limit for this file";
+  if (mem < j->limit) {
+    j->limit = mem;
+    j->limit_why = "this machine's memory, or its cgroup's memory.max";
+  }
+  j->limit = PL_MIN(j->limit, (uint64_t)SIZE_MAX - 1);
+}
+
+static pl_status map_gz(const char *path, const pl_file_map_opts *o,
+                        pl_file_map *m, pl_error *err) {
+  int fd = -1;
+  uint64_t size = 0;
+  PL_TRY(open_regular(path, &fd, &size, err));
+  if (size == 0) {
+    close(fd);
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: compressed offset 0: gzip stream is truncated "
+                     "(the file is empty)", path);
+  }
+  gz_job j = {.path = path, .fd = fd, .file_size = size, .opts = o};
+  gz_limit(&j, o && o->max_gz_bytes ? o->max_gz_bytes : PL_GZ_MAX_BYTES);
+  j.in = malloc(GZ_IN_CHUNK);
+  pl_status s = j.in ? gz_resize(&j, PL_MIN(GZ_MIN_BUFFER, j.limit + 1), err)
+                     : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  if (s == PL_OK)
+    s = gz_run(&j, err);
+  free(j.in);
+  close(fd);
+  if (s == PL_OK && j.declared && j.used < j.declared)
+    s = pl_errorf(err, PL_FORMAT,
+                  "%s: decompresses to %llu bytes, its header declares %llu "
+                  "(truncated)", path, (unsigned long long)j.used,
+                  (unsigned long long)j.declared);
   if (s != PL_OK) {
-    free(o.buf);
+    free(j.buf);
     return s;
   }
   /* Give back the unused tail; keep the larger block if realloc fails. */
-  uint8_t *shrunk = o.used ? realloc(o.buf, o.used) : NULL;
+  uint8_t *shrunk = j.used ? realloc(j.buf, j.used) : NULL;
   if (shrunk)
-    o.buf = shrunk;
-  m->owned = o.buf;
-  m->data = o.used ? o.buf : empty_file;
-  m->size = o.used;
+    j.buf = shrunk;
+  m->owned = j.buf;
+  m->data = j.used ? j.buf : empty_file;
+  m->size = j.used;
   return PL_OK;
 }
 
-pl_status pl_file_map_open_limit(const char *path, uint64_t max_gz_bytes,
-                                 pl_file_map *out, pl_error *err) {
+pl_status pl_file_map_open_opts(const char *path, const pl_file_map_opts *o,
+                                pl_file_map *out, pl_error *err) {
   memset(out, 0, sizeof *out);
   if (!path || !path[0])
     return pl_errorf(err, PL_INVALID_ARGUMENT, "empty file path");
-  max_gz_bytes = PL_MIN(max_gz_bytes, (uint64_t)SIZE_MAX - 1);
-  pl_status s = pl_file_map_is_gz(path) ? map_gz(path, max_gz_bytes, out, err)
-                                        : map_raw(path, out, err);
-  if (s == PL_OK && !(out->path = strdup(path)))
-    s = pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  if (!(out->path = strdup(path)))
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  pl_status s = pl_file_map_is_gz(path) ? map_gz(out->path, o, out, err)
+                                        : map_raw(out->path, out, err);
   if (s != PL_OK)
     pl_file_map_close(out);
   return s;
 }
 
+pl_status pl_file_map_open_limit(const char *path, uint64_t max_gz_bytes,
+                                 pl_file_map *out, pl_error *err) {
+  pl_file_map_opts o = {.max_gz_bytes = max_gz_bytes};
+  return pl_file_map_open_opts(path, &o, out, err);
+}
+
 pl_status pl_file_map_open(const char *path, pl_file_map *out,
                            pl_error *err) {
-  return pl_file_map_open_limit(path, PL_GZ_MAX_BYTES, out, err);
+  return pl_file_map_open_opts(path, NULL, out, err);
 }
 
 void pl_file_map_close(pl_file_map *m) {
-  if (m->mapping)
+  if (m->mapping) {
+    pl_map_guard_unregister(m->mapping);
     munmap(m->mapping, m->mapping_len);
+  }
   free(m->owned);
   free(m->path);
   memset(m, 0, sizeof *m);

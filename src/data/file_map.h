@@ -2,15 +2,39 @@
  * ending in .gz) decompressed once at open. Sources read samples with memcpy
  * from `data`; nothing goes through stdio after open.
  *
+ * Only regular files open: anything else (a FIFO, a device, a directory)
+ * is refused before a byte is read, and the open itself cannot block
+ * (O_NONBLOCK). A file whose size reads 0 but that has bytes (/proc,
+ * sysfs) is refused too. A mapping is registered with map_guard.h: a read
+ * of `data` must run under a guard, since the file may shrink.
+ *
  * A pl_file_map is immutable once open and may be read from any thread. */
 #ifndef PL_FILE_MAP_H
 #define PL_FILE_MAP_H
 
 #include "core/common.h"
 
-/* The most a .gz file may decompress to unless the caller says otherwise:
- * a guard against decompression bombs, well above any real dataset file. */
+/* The most a .gz file may decompress to unless the caller says otherwise;
+ * the machine's memory (physical pages, and the cgroup's memory.max where
+ * readable) lowers it further at open. */
 #define PL_GZ_MAX_BYTES (64ull << 30)
+
+/* What a source knows about its own header: called while a .gz file is
+ * being decompressed, each time more bytes exist (`have` of them at
+ * `head`). Returns an error as soon as the bytes seen are wrong (a bad
+ * magic number fails after 4 bytes, not after the whole file), sets
+ * *total to the size the header declares once it can (0: not yet), and
+ * decompression then stops at that size (a file that decompresses to
+ * more fails at once, naming both sizes). */
+typedef pl_status (*pl_file_expect_fn)(void *user, const char *path,
+                                       const uint8_t *head, uint64_t have,
+                                       uint64_t *total, pl_error *err);
+
+typedef struct pl_file_map_opts {
+  uint64_t max_gz_bytes; /* 0: PL_GZ_MAX_BYTES */
+  pl_file_expect_fn expect; /* may be NULL */
+  void *user;
+} pl_file_map_opts;
 
 typedef struct pl_file_map {
   const uint8_t *data; /* size bytes; never NULL once open (even if empty) */
@@ -30,9 +54,17 @@ typedef struct pl_file_map {
 pl_status pl_file_map_open(const char *path, pl_file_map *out, pl_error *err);
 
 /* As pl_file_map_open, with the decompressed size of a .gz limited to
- * max_gz_bytes (callers that know the size to expect pass it plus slack). */
+ * max_gz_bytes (0: PL_GZ_MAX_BYTES), and never above the machine's memory. */
 pl_status pl_file_map_open_limit(const char *path, uint64_t max_gz_bytes,
                                  pl_file_map *out, pl_error *err);
+
+/* As pl_file_map_open with options (NULL: the defaults). */
+pl_status pl_file_map_open_opts(const char *path, const pl_file_map_opts *o,
+                                pl_file_map *out, pl_error *err);
+
+/* The most a .gz may decompress to on this machine: physical memory, or
+ * the cgroup's memory.max if lower. */
+uint64_t pl_file_map_memory_limit(void);
 
 /* Releases the mapping or buffer; accepts a zeroed map. */
 void pl_file_map_close(pl_file_map *m);

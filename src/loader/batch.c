@@ -45,6 +45,8 @@ pl_device_kind pl_batch_device(const pl_batch *b, int *index) {
 pl_status pl_batch_wait_stream(pl_batch *b, void *stream, pl_error *err) {
   if (!b)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "batch is NULL");
+  if (pl_core_foreign(b->core))
+    return pl_core_forked(b->core, err);
   pl_backend *be = b->core->be;
   return be->vt->wait_stream(be, &b->mem, stream, err);
 }
@@ -52,6 +54,8 @@ pl_status pl_batch_wait_stream(pl_batch *b, void *stream, pl_error *err) {
 pl_status pl_batch_wait_host(pl_batch *b, pl_error *err) {
   if (!b)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "batch is NULL");
+  if (pl_core_foreign(b->core))
+    return pl_core_forked(b->core, err);
   pl_backend *be = b->core->be;
   return be->vt->wait_host(be, &b->mem, err);
 }
@@ -72,7 +76,7 @@ pl_status pl_batch_copy_to_host(pl_batch *b, int field, uint64_t offset,
 }
 
 void pl_batch_release(pl_batch *b, void *stream) {
-  if (!b)
+  if (!b || pl_core_foreign(b->core)) /* a forked child: the parent's */
     return;
   pl_core *c = b->core;
   c->be->vt->release(c->be, &b->mem, stream);

@@ -50,6 +50,15 @@ static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
                      cfg->world_size);
   if (!(cfg->timeout_s >= 0))
     return pl_errorf(err, PL_INVALID_ARGUMENT, "timeout_s must be >= 0");
+  /* As torch (whose single-process iterator asserts timeout == 0), but
+   * said at create: with no workers the consumer reads the samples in its
+   * own thread, and nothing is left to watch the clock. */
+  if (cfg->timeout_s > 0 && cfg->num_workers == 0)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "timeout_s %g needs num_workers >= 1: with 0 workers "
+                     "samples are read in the calling thread, where no "
+                     "timeout can interrupt them",
+                     cfg->timeout_s);
   if (cfg->device < PL_DEVICE_AUTO || cfg->device > PL_DEVICE_CUDA ||
       cfg->device_index < 0)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "invalid device %d:%d",
@@ -181,7 +190,8 @@ static int claimable(const pl_core *c) {
 }
 
 static void *worker_main(void *arg) {
-  pl_core *c = arg;
+  pl_worker *w = arg;
+  pl_core *c = w->core;
   pthread_mutex_lock(&c->mu);
   for (;;) {
     pl_batch *b = NULL;
@@ -195,7 +205,14 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&c->mu);
     publish(c, b);
   }
+  /* Destroy may have detached this thread (stuck in a callback): the
+   * reference it holds kept the core alive until now. */
+  w->exited = 1;
+  pthread_cond_broadcast(&c->ready_cv);
+  int last = --c->refs == 0;
   pthread_mutex_unlock(&c->mu);
+  if (last)
+    pl_core_free(c);
   return NULL;
 }
 
@@ -272,6 +289,7 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
+  free(c->workers);
   pl_direct_free(c);
   free(c->field_off);
   free(c->chunk_off);
@@ -364,6 +382,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   pthread_cond_init(&c->work_cv, NULL);
   pthread_cond_init(&c->ready_cv, NULL);
   c->refs = 1;
+  c->pid = getpid();
   c->ds = pl_dataset_retain(ds);
   c->cfg = *cfg;
   c->log = (pl_logger){cfg->log, cfg->log_user, cfg->log_level};
@@ -394,28 +413,87 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   return PL_OK;
 }
 
+pl_status pl_core_forked(const pl_core *c, pl_error *err) {
+  return pl_errorf(err, PL_BAD_STATE,
+                   "this loader was created in process %d; a forked child "
+                   "(process %d) cannot use it: create a new loader",
+                   (int)c->pid, (int)getpid());
+}
+
+/* Waits on ready_cv until `deadline` (monotonic seconds). [mu] */
+static void wait_until(pl_core *c, double deadline) {
+  double rel = PL_MIN(deadline - pl_now(), 86400.0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + PL_MAX(rel, 0.0);
+  ts.tv_sec = (time_t)at;
+  ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+  pthread_cond_timedwait(&c->ready_cv, &c->mu, &ts);
+}
+
+static int workers_exited(const pl_core *c, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    k += c->workers[i].exited;
+  return k;
+}
+
+/* Stops the workers: each finishes the sample it is reading. With a
+ * timeout_s, a worker still in its sample timeout_s later is stuck: it is
+ * detached, not joined (it holds a core reference and exits when its
+ * callback returns), so destroy returns in bounded time. */
 static void stop_workers(pl_loader *ld) {
   pl_core *c = ld->core;
+  int n = ld->nthreads;
+  double timeout = c->cfg.timeout_s;
+  double deadline = timeout > 0 ? pl_now() + timeout : INFINITY;
   pthread_mutex_lock(&c->mu);
   c->stop = 1;
   pthread_cond_broadcast(&c->work_cv);
+  while (workers_exited(c, n) < n && pl_now() < deadline)
+    if (deadline == INFINITY)
+      pthread_cond_wait(&c->ready_cv, &c->mu);
+    else
+      wait_until(c, deadline);
+  int done[MAX_WORKERS];
+  for (int i = 0; i < n; i++)
+    done[i] = c->workers[i].exited;
   pthread_mutex_unlock(&c->mu);
-  for (int i = 0; i < ld->nthreads; i++)
-    pthread_join(ld->threads[i], NULL);
+  for (int i = 0; i < n; i++) {
+    if (done[i]) {
+      pthread_join(c->workers[i].thread, NULL);
+      continue;
+    }
+    pl_log(&c->log, PL_LOG_WARN,
+           "worker %d is stuck in a sample callback for more than %.1f s: "
+           "detached; it exits when the callback returns", i, timeout);
+    pthread_detach(c->workers[i].thread);
+  }
   ld->nthreads = 0;
 }
 
 static pl_status start_workers(pl_loader *ld, int n, pl_error *err) {
-  ld->threads = calloc((size_t)PL_MAX(n, 1), sizeof *ld->threads);
-  if (!ld->threads)
+  pl_core *c = ld->core;
+  c->workers = calloc((size_t)PL_MAX(n, 1), sizeof *c->workers);
+  if (!c->workers)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  c->nworkers = n;
   for (int i = 0; i < n; i++) {
+    pl_worker *w = &c->workers[i];
+    w->core = c;
+    pthread_mutex_lock(&c->mu);
+    c->refs++; /* the worker's own: see worker_main */
+    pthread_mutex_unlock(&c->mu);
     int rc = PL_FAULT(PL_FAULT_THREAD_CREATE)
                  ? EAGAIN
-                 : pthread_create(&ld->threads[i], NULL, worker_main, ld->core);
-    if (rc != 0)
+                 : pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc != 0) {
+      pthread_mutex_lock(&c->mu);
+      c->refs--;
+      pthread_mutex_unlock(&c->mu);
       return pl_errorf(err, PL_NO_MEMORY,
                        "starting worker %d of %d: %s", i + 1, n, strerror(rc));
+    }
     ld->nthreads++;
   }
   return PL_OK;
@@ -449,11 +527,12 @@ pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
 void pl_loader_destroy(pl_loader *ld) {
   if (!ld)
     return;
-  if (ld->core) {
+  /* In a forked child the core belongs to the parent (its lock may be
+   * held, its workers do not exist here): leave it alone. */
+  if (ld->core && !pl_core_foreign(ld->core)) {
     stop_workers(ld);
     pl_core_unref(ld->core);
   }
-  free(ld->threads);
   free(ld);
 }
 
@@ -533,6 +612,44 @@ static pl_status fill_here(pl_core *c, pl_batch *b) {
   return PL_OK;
 }
 
+/* Workers stuck in one sample for more than timeout_s (any job, also
+ * abandoned ones), and the longest-running such sample. [mu] */
+static int count_stuck(const pl_core *c, uint64_t *sample, double *secs) {
+  int n = 0;
+  double now = pl_now();
+  *secs = 0;
+  for (int i = 0; i < c->nslots; i++) {
+    const pl_batch *b = c->slots[i];
+    if (b->state != SLOT_FILLING)
+      continue;
+    double t0 = atomic_load_explicit(&b->cur_t0, memory_order_acquire);
+    if (t0 <= 0 || now - t0 <= c->cfg.timeout_s)
+      continue;
+    n++;
+    if (now - t0 > *secs) {
+      *secs = now - t0;
+      *sample = atomic_load_explicit(&b->cur_sample, memory_order_relaxed);
+    }
+  }
+  return n;
+}
+
+/* With every worker stuck nothing can be loaded: say so instead of
+ * waiting forever. Later calls say it again until a callback returns. */
+static pl_status check_all_stuck(const pl_core *c, int workers,
+                                 pl_error *err) {
+  uint64_t idx = 0;
+  double secs;
+  if (c->cfg.timeout_s <= 0 || workers == 0 ||
+      count_stuck(c, &idx, &secs) < workers)
+    return PL_OK;
+  return pl_errorf(err, PL_TIMEOUT,
+                   "all %d workers are stuck: sample %llu has been loading "
+                   "for %.1f s (timeout %.1f s); nothing can be loaded until "
+                   "a callback returns",
+                   workers, (unsigned long long)idx, secs, c->cfg.timeout_s);
+}
+
 static void timed_wait(pl_core *c, double deadline) {
   double wake = deadline;
   if (c->cfg.timeout_s > 0) /* poll often enough to notice a stall */
@@ -588,6 +705,7 @@ static pl_status next_locked(pl_core *c, int workers, double deadline,
         continue;
       }
     }
+    PL_TRY(check_all_stuck(c, workers, err));
     if (pl_now() >= deadline)
       return pl_errorf(err, PL_NOT_READY, "no batch ready yet");
     timed_wait(c, deadline);
@@ -602,6 +720,8 @@ pl_status pl_loader_next_timed(pl_loader *ld, double wait_s, pl_batch **out,
   if (isnan(wait_s)) /* a NaN deadline: the same hang as in timed_wait */
     return pl_errorf(err, PL_INVALID_ARGUMENT, "wait_s is NaN");
   pl_core *c = ld->core;
+  if (pl_core_foreign(c))
+    return pl_core_forked(c, err);
   double t0 = pl_now();
   double deadline = wait_s < 0 ? INFINITY : t0 + wait_s;
   pthread_mutex_lock(&c->mu);
@@ -618,6 +738,8 @@ pl_status pl_loader_next(pl_loader *ld, pl_batch **out, pl_error *err) {
 pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
   if (!ld)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  if (pl_core_foreign(ld->core))
+    return pl_core_forked(ld->core, err);
   pthread_mutex_lock(&ld->core->mu);
   pl_core_restart(ld->core, epoch, 0);
   pthread_mutex_unlock(&ld->core->mu);
@@ -625,7 +747,7 @@ pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
 }
 
 uint64_t pl_loader_epoch(const pl_loader *ld) {
-  if (!ld)
+  if (!ld || pl_core_foreign(ld->core))
     return 0;
   pl_core *c = ld->core;
   pthread_mutex_lock(&c->mu);
@@ -649,7 +771,7 @@ uint64_t pl_loader_num_samples(const pl_loader *ld) {
 
 void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
   memset(out, 0, sizeof *out);
-  if (!ld)
+  if (!ld || pl_core_foreign(ld->core))
     return;
   pl_core *c = ld->core;
   pthread_mutex_lock(&c->mu);
@@ -680,6 +802,8 @@ const char *pl_loader_device_name(const pl_loader *ld) {
 pl_status pl_loader_sync(pl_loader *ld, pl_error *err) {
   if (!ld)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is required");
+  if (pl_core_foreign(ld->core))
+    return pl_core_forked(ld->core, err);
   pl_backend *be = ld->core->be;
   return be->vt->sync ? be->vt->sync(be, err) : PL_OK;
 }

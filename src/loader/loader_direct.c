@@ -13,6 +13,7 @@
  * and at least one field of DIRECT_MIN_SAMPLE bytes or more. Anything else
  * gathers as before, and the log says why. */
 #include "loader/loader_internal.h"
+#include "data/map_guard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,19 @@ static int gather_small(pl_core *c, pl_batch *b, int n) {
   return n;
 }
 
+/* The views read mapped files, which may shrink: data/map_guard.h. */
+static pl_status gather_guarded(pl_core *c, pl_batch *b, int *n) {
+  pl_map_guard g;
+  if (pl_map_guard_enter(&g))
+    return pl_map_guard_failed(&g, &b->err);
+  int k = gather_small(c, b, *n);
+  pl_map_guard_leave(&g);
+  if (k < 0)
+    return pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
+  *n = k;
+  return PL_OK;
+}
+
 pl_status pl_direct_fill(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
   int n = 0;
@@ -201,9 +215,10 @@ pl_status pl_direct_fill(pl_core *c, pl_batch *b) {
       n = field_spans(c, b, f, n);
   if (c->stage_bytes) {
     PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
-    if ((n = gather_small(c, b, n)) < 0) {
+    pl_status s = gather_guarded(c, b, &n);
+    if (s != PL_OK) {
       bv->fill_abort(c->be, &b->mem);
-      return pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
+      return s;
     }
   }
   PL_TRY(bv->fill_spans(c->be, &b->mem, b->spans, n,

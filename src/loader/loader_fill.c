@@ -18,6 +18,7 @@
  */
 #include "loader/loader_internal.h"
 #include "core/memcopy.h"
+#include "data/map_guard.h"
 
 #include <stdlib.h>
 
@@ -34,14 +35,11 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
 }
 
 /* Reads samples [i0, i1) of b: field f of sample i goes to
- * base + off[f] + (i - i0) * field_bytes[f]. */
-static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
-                              uint32_t i1, uint8_t *base,
-                              const uint64_t *off) {
-  void *dst[64];
-  void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
-  if (!d)
-    return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+ * base + off[f] + (i - i0) * field_bytes[f]. d: room for nfields
+ * pointers. */
+static pl_status read_samples_into(pl_core *c, pl_batch *b, uint32_t i0,
+                                   uint32_t i1, uint8_t *base,
+                                   const uint64_t *off, void **d) {
   int timed = c->cfg.timeout_s > 0;
   const pl_sample_ctx ctx = {c->cfg.seed, b->epoch};
   pl_status s = PL_OK;
@@ -57,8 +55,29 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
     if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
+  return s;
+}
+
+/* The reads of a batch (or chunk) run under one guard (data/map_guard.h):
+ * a data file that shrinks meanwhile fails the batch with PL_IO, no
+ * signal; one sigsetjmp per batch, not per sample. */
+static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
+                              uint32_t i1, uint8_t *base,
+                              const uint64_t *off) {
+  void *dst[64];
+  void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
+  if (!d)
+    return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+  pl_map_guard g;
+  pl_status s;
+  if (pl_map_guard_enter(&g)) {
+    s = pl_map_guard_failed(&g, &b->err);
+  } else {
+    s = read_samples_into(c, b, i0, i1, base, off, d);
+    pl_map_guard_leave(&g);
+  }
   /* Waits for staging or copies that follow are not a stalled sample. */
-  if (timed)
+  if (c->cfg.timeout_s > 0)
     atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
   if (d != dst)
     free(d);

@@ -30,6 +30,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 typedef enum {
   SLOT_FREE = 0, /* in the free list */
@@ -40,6 +42,15 @@ typedef enum {
 } slot_state;
 
 typedef struct pl_core pl_core;
+
+/* One worker thread. Lives in the core, not the handle: a worker detached
+ * by destroy (stuck in a callback) still holds its core reference and
+ * writes `exited` when its callback finally returns. */
+typedef struct pl_worker {
+  pl_core *core;
+  pthread_t thread;
+  int exited; /* [mu] */
+} pl_worker;
 
 struct pl_batch {
   pl_core *core;
@@ -62,7 +73,13 @@ struct pl_batch {
 struct pl_core {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
-  int refs; /* [mu] the loader handle + batches held */
+  int refs; /* [mu] the loader handle + batches held + running workers */
+  /* The process that created the core. In a forked child the lock may
+   * have been copied held and the workers do not exist: every entry point
+   * checks this first and touches nothing shared (pl_core_foreign). */
+  pid_t pid;
+  pl_worker *workers; /* nworkers of them, fixed at create */
+  int nworkers;
 
   pl_dataset *ds;
   pl_backend *be;
@@ -113,8 +130,7 @@ struct pl_core {
 
 struct pl_loader {
   pl_core *core;
-  pthread_t *threads;
-  int nthreads;
+  int nthreads; /* workers started (and not stopped) */
 };
 
 /* Whether nobody wants this batch any more (destroy, set_epoch, restore):
@@ -141,6 +157,13 @@ void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes);
 void pl_direct_setup(pl_core *c);
 pl_status pl_direct_fill(pl_core *c, pl_batch *b);
 void pl_direct_free(pl_core *c);
+
+/* Whether the caller is a forked child of the process that made c. */
+static inline int pl_core_foreign(const pl_core *c) {
+  return getpid() != c->pid;
+}
+/* The error for a use of an inherited loader in a forked child. */
+pl_status pl_core_forked(const pl_core *c, pl_error *err);
 
 /* Drop one reference; frees the core at zero. Takes the lock itself. */
 void pl_core_unref(pl_core *c);

@@ -50,6 +50,8 @@ pl_status pl_loader_save_state(const pl_loader *ld, void *buf, size_t *len,
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "state buffer is %zu bytes, needs %d", *len, STATE_BYTES);
   pl_core *c = ld->core;
+  if (pl_core_foreign(c))
+    return pl_core_forked(c, err);
   uint64_t epoch, pos;
   pthread_mutex_lock(&c->mu);
   pl_core_position(c, &epoch, &pos);
@@ -70,6 +72,29 @@ pl_status pl_loader_save_state(const pl_loader *ld, void *buf, size_t *len,
   return PL_OK;
 }
 
+/* A blob whose CRC holds was still written by someone: every field must
+ * be one save_state can write. */
+static pl_status check_fields(const uint8_t *p, pl_error *err) {
+  uint32_t flags = get32(p + 12);
+  if (flags & ~3u)
+    return pl_errorf(err, PL_BAD_STATE,
+                     "state blob has unknown flags 0x%08x (known: 1 shuffle, "
+                     "2 drop_last)", flags);
+  if (get32(p + 48) == 0)
+    return pl_errorf(err, PL_BAD_STATE, "state blob has batch size 0");
+  if (get32(p + 52) == 0)
+    return pl_errorf(err, PL_BAD_STATE, "state blob has world size 0");
+  if (get32(p + 56) != 0)
+    return pl_errorf(err, PL_BAD_STATE,
+                     "state blob's reserved field is %u, want 0",
+                     get32(p + 56));
+  if (get64(p + 32) >= (1ull << 62))
+    return pl_errorf(err, PL_BAD_STATE,
+                     "state blob's epoch %llu is out of range (below 2^62)",
+                     (unsigned long long)get64(p + 32));
+  return PL_OK;
+}
+
 static pl_status check_blob(const uint8_t *p, size_t len, pl_error *err) {
   if (len < 8 || memcmp(p, state_magic, 8) != 0)
     return pl_errorf(err, PL_BAD_STATE,
@@ -86,7 +111,7 @@ static pl_status check_blob(const uint8_t *p, size_t len, pl_error *err) {
     return pl_errorf(err, PL_BAD_STATE,
                      "state blob version %u, this library reads version %d",
                      get32(p + 8), STATE_VERSION);
-  return PL_OK;
+  return check_fields(p, err);
 }
 
 static pl_status check_match(const pl_sampler *s, const uint8_t *p,
@@ -123,6 +148,8 @@ pl_status pl_loader_load_state(pl_loader *ld, const void *buf, size_t len,
   const uint8_t *p = buf;
   PL_TRY(check_blob(p, len, err));
   pl_core *c = ld->core;
+  if (pl_core_foreign(c))
+    return pl_core_forked(c, err);
   PL_TRY(check_match(&c->sampler, p, err));
   pthread_mutex_lock(&c->mu);
   pl_core_restart(c, get64(p + 32), get64(p + 40));

@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "core/memcopy.h"
 #include "data/file_map.h"
+#include "data/map_guard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,11 @@ static pl_status idx_parse_magic(idx_file *x, pl_error *err) {
                      "%s: IDX header has %d dims (want 1 to %d)", m->path,
                      x->ndim, IDX_MAX_NDIM);
   x->header_bytes = 4 + 4 * (uint64_t)x->ndim;
+  return PL_OK;
+}
+
+static pl_status idx_check_header_size(const idx_file *x, pl_error *err) {
+  const pl_file_map *m = &x->map;
   if (m->size < x->header_bytes)
     return pl_errorf(err, PL_FORMAT,
                      "%s: the file is %llu bytes, too short for an IDX "
@@ -114,10 +120,48 @@ static pl_status idx_check_size(const idx_file *x, pl_error *err) {
   return PL_OK;
 }
 
+/* While a .gz decompresses: the magic as soon as 4 bytes exist, then the
+ * size the dims declare, which bounds the decompression. */
+static pl_status idx_expect(void *user, const char *path, const uint8_t *head,
+                            uint64_t have, uint64_t *total, pl_error *err) {
+  (void)user;
+  idx_file t;
+  memset(&t, 0, sizeof t);
+  t.map.path = (char *)(uintptr_t)path;
+  t.map.data = head;
+  t.map.size = have;
+  if (have < 4)
+    return PL_OK;
+  PL_TRY(idx_parse_magic(&t, err));
+  if (have < t.header_bytes)
+    return PL_OK;
+  PL_TRY(idx_parse_dims(&t, err));
+  uint64_t data;
+  if (!pl_mul_u64(t.dims[0], t.sample_bytes, &data) ||
+      !pl_add_u64(data, t.header_bytes, total))
+    return pl_errorf(err, PL_FORMAT, "%s: IDX dims overflow 64 bits", path);
+  return PL_OK;
+}
+
+/* The header is read from the mapping: under a guard, as the file may
+ * shrink between the size check and the read. */
+static pl_status idx_parse(idx_file *x, pl_error *err) {
+  pl_map_guard g;
+  if (pl_map_guard_enter(&g))
+    return pl_map_guard_failed(&g, err);
+  pl_status s = idx_parse_magic(x, err);
+  if (s == PL_OK)
+    s = idx_check_header_size(x, err);
+  if (s == PL_OK)
+    s = idx_parse_dims(x, err);
+  pl_map_guard_leave(&g);
+  return s;
+}
+
 static pl_status idx_open_file(const char *path, idx_file *x, pl_error *err) {
-  PL_TRY(pl_file_map_open(path, &x->map, err));
-  PL_TRY(idx_parse_magic(x, err));
-  PL_TRY(idx_parse_dims(x, err));
+  const pl_file_map_opts opts = {.expect = idx_expect};
+  PL_TRY(pl_file_map_open_opts(path, &opts, &x->map, err));
+  PL_TRY(idx_parse(x, err));
   return idx_check_size(x, err);
 }
 
