@@ -207,7 +207,17 @@ PL_API const pl_field *pl_dataset_field(const pl_dataset *ds, int i);
 PL_API uint64_t pl_dataset_sample_bytes(const pl_dataset *ds);
 
 /* Read one sample into caller buffers (dst[i] of pl_field_bytes bytes), in
- * the calling thread. For checks and tools; loaders use it internally. */
+ * the calling thread. For checks and tools; loaders use it internally.
+ *
+ * Data files that change: files are memory-mapped. One that shrinks while
+ * it is read (truncated, or overwritten by `cp`) fails the read or the
+ * batch with PL_IO "FILE: the file changed while it was being read (it is
+ * N bytes now, was M)", never a SIGBUS: the library installs a SIGBUS
+ * handler while any file is mapped (refcounted; it passes every other
+ * SIGBUS on to the handler installed before it). A file replaced by
+ * rename (mv) is safe: the old bytes stay mapped. A file rewritten in
+ * place at the same size is read as it is now: its new bytes are
+ * delivered, undetected (docs/reliability.md). */
 PL_API pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
                                  void *const *dst, pl_error *err);
 
@@ -271,10 +281,17 @@ typedef struct pl_loader_config {
 
   uint64_t epoch; /* first epoch to load; default 0 */
 
-  double timeout_s; /* a sample read slower than this fails the batch with
-                       PL_TIMEOUT while the consumer waits for it; 0 waits
-                       forever. Needs num_workers > 0: with none, the read
-                       runs in the consumer's own thread */
+  double timeout_s; /* a sample read slower than this is stuck: the batch
+                       fails with PL_TIMEOUT while the consumer waits for
+                       it, and while every worker is stuck each
+                       pl_loader_next returns PL_TIMEOUT ("all N workers
+                       are stuck") instead of waiting; the other workers
+                       go on loading. A stuck callback is never
+                       interrupted: its worker stays in it, and
+                       pl_loader_destroy detaches it after timeout_s (see
+                       there). 0 waits forever. Needs num_workers >= 1
+                       (PL_INVALID_ARGUMENT otherwise: with no workers
+                       the read runs in the caller's own thread) */
 
   pl_log_fn log; /* NULL: messages are dropped */
   void *log_user;
@@ -300,8 +317,24 @@ PL_API pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
 
 /* Stops the workers (abandoning a partly loaded epoch) and frees the loader.
  * Batches still held stay valid until released: the memory pool is freed
- * when the last of them is released. Accepts NULL. Never hangs on a worker
- * stuck in a callback for longer than that callback runs. */
+ * when the last of them is released. Accepts NULL.
+ *
+ * Each worker finishes the sample it is reading. With timeout_s set, a
+ * worker still inside a callback timeout_s later is detached instead of
+ * joined, so destroy returns in bounded time: the thread keeps a reference
+ * to the loader's memory and the dataset (so both stay valid) and exits as
+ * soon as its callback returns; the callback's user data must stay valid
+ * until then (the dataset's free_user runs when the last reference goes).
+ * The process can exit meanwhile. With timeout_s 0 destroy waits for every
+ * callback to return.
+ *
+ * Fork: a loader belongs to the process that created it. In a forked
+ * child, every call on an inherited loader or batch returns PL_BAD_STATE
+ * ("this loader was created in process P; a forked child cannot use it:
+ * create a new loader"), pl_batch_release does nothing, and
+ * pl_loader_destroy frees only the handle (the rest is the parent's: its
+ * threads and locks do not exist in the child). Datasets may be used in a
+ * child, and a new loader created there works. */
 PL_API void pl_loader_destroy(pl_loader *ld);
 
 /* Batches per epoch for this rank, and the samples they hold. */

@@ -387,7 +387,11 @@ static int fork_child(pl_loader *ld, pl_batch *held, pl_dataset *ds) {
   pl_loader_config_init(&cfg);
   cfg.device = PL_DEVICE_CPU;
   cfg.batch_size = 7;
+#if defined(__SANITIZE_THREAD__)
+  cfg.num_workers = 0; /* TSan cannot start threads after such a fork */
+#else
   cfg.num_workers = 2;
+#endif
   pl_loader *mine = NULL;
   if (pl_loader_create(ds, &cfg, &mine, &err) != PL_OK)
     return 13;

@@ -14,6 +14,7 @@
 #include "data/map_guard.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -202,8 +203,19 @@ void pl_map_guard_leave(pl_map_guard *g) {
   atomic_signal_fence(memory_order_seq_cst);
 }
 
+/* SA_NODEFER keeps SIGBUS unblocked through the jump; a wrapper between
+ * the kernel and our handler (ThreadSanitizer's does) may block it anyway,
+ * and the next fault would then kill the process. Only on the fault path. */
+static void unblock_sigbus(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGBUS);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
 pl_status pl_map_guard_failed(pl_map_guard *g, pl_error *err) {
   pl_map_guard_leave(g);
+  unblock_sigbus();
   char path[4096];
   uint64_t was = 0;
   reg_lock();
