@@ -57,3 +57,42 @@ def test_to_float32_rejects_non_finite(tmp_path, scale):
     ds = pinloader.datasets.CIFAR10([_cifar(tmp_path / "c.bin", 3)])
     with pytest.raises(pinloader.Error, match="is not a finite number"):
         pinloader.datasets.to_float32(ds, "image", scale)
+
+
+STUCK = r"""
+import threading
+import numpy as np
+import pinloader
+class DS:
+    def __len__(self): return 8
+    def __getitem__(self, i):
+        if i == 3:
+            threading.Event().wait()  # never returns
+        return np.full(4, i, np.uint8)
+loader = pinloader.DataLoader(DS(), batch_size=2, num_workers=1, timeout=0.3, output="numpy")
+it = iter(loader)
+print("first", next(it).tolist())
+for k in range(2):
+    try:
+        next(it if k == 0 else iter(loader))
+        print("no error")
+    except pinloader.Error as e:
+        print("error", e)
+loader.close()
+print("closed")
+"""
+
+
+def test_stuck_getitem_close_and_exit():
+    """A __getitem__ that never returns: PL_TIMEOUT, then 'all workers are
+    stuck' instead of a hang; close() returns and the interpreter exits."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", STUCK], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "first [[0, 0, 0, 0], [1, 1, 1, 1]]"
+    assert lines[1].startswith("error sample 3: still loading after ") and "(timeout 0.3 s)" in lines[1]
+    assert lines[2].startswith("error all 1 workers are stuck: sample 3 has been loading for ")
+    assert lines[3] == "closed"
