@@ -305,8 +305,12 @@ static void callback_fails_at(uint64_t n, uint32_t bs, int workers,
  * next epoch's first batch then arrives (after the slow read ends), in
  * order, nothing lost or repeated. */
 static void stall_last_batch(int workers) {
-  fixture fx = {.sleep_s = 1.0, .sleep_at = 11};
-  pl_dataset *ds = fixture_dataset(&fx, 12, 2);
+  /* Static, one per call: destroy may detach a worker still in the slow
+   * sample, which reads its fixture after this function has returned. */
+  static fixture fxs[4];
+  fixture *fx = &fxs[workers % 4];
+  *fx = (fixture){.sleep_s = 1.0, .sleep_at = 11};
+  pl_dataset *ds = fixture_dataset(fx, 12, 2);
   pl_error err;
   pl_status s;
   pl_loader *ld = make(ds, 4, workers, 2, 0, 0.25, &err, &s);

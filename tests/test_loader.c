@@ -296,7 +296,9 @@ static void cpu_ignores_copy_knobs(void) {
 
 /* A stalled sample fails with PL_TIMEOUT naming it, instead of hanging. */
 static void stall_timeout(void) {
-  fixture fx = {.sleep_s = 1.5, .sleep_at = 13};
+  /* Static: destroy detaches the worker still in the slow sample, which
+   * reads fx after this function has returned. */
+  static fixture fx = {.sleep_s = 1.5, .sleep_at = 13};
   pl_dataset *ds = fixture_dataset(&fx, 40, 2);
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);
@@ -318,7 +320,7 @@ static void stall_timeout(void) {
   CHECK_MSG(&err, "sample 13");
   CHECK_MSG(&err, "timeout 0.3 s");
   CHECK_EQ_U64(ok, 3);
-  pl_loader_destroy(ld); /* waits for the slow sample, then returns */
+  pl_loader_destroy(ld); /* waits timeout_s, then detaches the slow worker */
   pl_dataset_destroy(ds);
 }
 

@@ -131,6 +131,7 @@ typedef struct gz_job {
   int fd;
   uint64_t file_size; /* compressed */
   uint8_t *in;
+  size_t in_cap;
   uint64_t in_pos; /* compressed bytes consumed, for messages */
   uint8_t *buf;
   size_t used, cap;
@@ -187,7 +188,9 @@ static pl_status gz_resize(gz_job *j, uint64_t want, pl_error *err) {
 static pl_status gz_grow(gz_job *j, pl_error *err) {
   if (j->cap > j->limit)
     return gz_too_big(j, err);
-  uint64_t want = j->declared ? j->declared + 1 : (uint64_t)j->cap * 2;
+  /* Doubling, never straight to the declared size: a small file that
+   * declares gigabytes must not get them before it produces them. */
+  uint64_t want = (uint64_t)j->cap * 2;
   return gz_resize(j, PL_MIN(PL_MAX(want, GZ_MIN_BUFFER), j->limit + 1),
                    err);
 }
@@ -236,7 +239,7 @@ static pl_status gz_read_more(gz_job *j, z_stream *zs, bool *eof,
     return PL_OK;
   ssize_t n;
   do
-    n = read(j->fd, j->in, GZ_IN_CHUNK);
+    n = read(j->fd, j->in, j->in_cap);
   while (n < 0 && errno == EINTR);
   if (n < 0)
     return sys_error(err, j->path, "read failed", errno);
@@ -343,7 +346,8 @@ static pl_status map_gz(const char *path, const pl_file_map_opts *o,
   }
   gz_job j = {.path = path, .fd = fd, .file_size = size, .opts = o};
   gz_limit(&j, o && o->max_gz_bytes ? o->max_gz_bytes : PL_GZ_MAX_BYTES);
-  j.in = malloc(GZ_IN_CHUNK);
+  j.in_cap = (size_t)PL_MIN(size, (uint64_t)GZ_IN_CHUNK);
+  j.in = malloc(j.in_cap);
   pl_status s = j.in ? gz_resize(&j, PL_MIN(GZ_MIN_BUFFER, j.limit + 1), err)
                      : pl_errorf(err, PL_NO_MEMORY, "out of memory");
   if (s == PL_OK)
