@@ -95,11 +95,12 @@ pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) {
 void pl_log(const pl_logger *lg, pl_log_level level, const char *fmt, ...) {
   if (!lg || !lg->fn || level < lg->level)
     return;
-  char msg[PL_ERROR_MESSAGE_MAX];
+  char full[LONG_MESSAGE], msg[PL_ERROR_MESSAGE_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vsnprintf(full, sizeof full, fmt, ap);
   va_end(ap);
+  put_message(msg, sizeof msg, full);
   lg->fn(lg->user, level, msg);
 }
 

@@ -152,11 +152,38 @@ static uint64_t read_u64_file(const char *path) {
   return v;
 }
 
+/* The memory limit of this process's own cgroup, from /proc/self/cgroup:
+ * v2 "0::/PATH" (memory.max), v1 "N:memory:/PATH" (memory.limit_in_bytes);
+ * 0 if there is none or it says "max". */
+static uint64_t own_cgroup_max(void) {
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  char line[1024], path[1200];
+  uint64_t v = 0;
+  if (!f)
+    return 0;
+  while (!v && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    const char *v1 = strstr(line, ":memory:");
+    if (!strncmp(line, "0::", 3))
+      snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+    else if (v1)
+      snprintf(path, sizeof path,
+               "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", v1 + 8);
+    else
+      continue;
+    v = read_u64_file(path);
+  }
+  fclose(f);
+  return v;
+}
+
 uint64_t pl_file_map_memory_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page
                                        : UINT64_MAX;
-  uint64_t cg = read_u64_file("/sys/fs/cgroup/memory.max");
+  uint64_t cg = own_cgroup_max();
+  if (!cg) /* a container's namespace root */
+    cg = read_u64_file("/sys/fs/cgroup/memory.max");
   if (!cg) /* cgroup v1 */
     cg = read_u64_file("/sys/fs/cgroup/memory/memory.limit_in_bytes");
   return cg ? PL_MIN(lim, cg) : lim;

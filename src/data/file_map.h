@@ -63,7 +63,8 @@ pl_status pl_file_map_open_opts(const char *path, const pl_file_map_opts *o,
                                 pl_file_map *out, pl_error *err);
 
 /* The most a .gz may decompress to on this machine: physical memory, or
- * the cgroup's memory.max if lower. */
+ * the memory limit of this process's cgroup (v2 memory.max, v1
+ * memory.limit_in_bytes) if lower. */
 uint64_t pl_file_map_memory_limit(void);
 
 /* Releases the mapping or buffer; accepts a zeroed map. */

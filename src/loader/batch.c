@@ -70,6 +70,8 @@ pl_status pl_batch_copy_to_host(pl_batch *b, int field, uint64_t offset,
                      "bytes [%llu, %llu) are outside field %d's %llu bytes",
                      (unsigned long long)offset, (unsigned long long)(offset + n),
                      field, (unsigned long long)have);
+  if (pl_core_foreign(b->core))
+    return pl_core_forked(b->core, err);
   pl_backend *be = b->core->be;
   return be->vt->read_back(be, &b->mem, b->core->field_off[field] + offset,
                            dst, n, err);
