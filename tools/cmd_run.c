@@ -30,7 +30,10 @@ typedef struct run_totals {
 static void run_usage(FILE *f) {
   fprintf(f,
       "usage: pinloader run [options]\n"
-      "  --dataset SPEC      idx:IMAGES,LABELS or cifar10:FILE[,FILE...]\n"
+      "  --dataset SPEC      idx:IMAGES,LABELS, cifar10:FILE[,FILE...],\n"
+      "                      tokens:FILE[,FILE...]?context=T[&samples=N],\n"
+      "                      npy:FILE[,FILE...] or images:ROOT[?size=224]\n"
+      "                      (docs/sources.md lists the options)\n"
       "                      (default: Fashion-MNIST train from " FASHION_DIR ")\n"
       "  --batch-size N      samples per batch (default 64)\n"
       "  --workers N         worker threads; 0 loads in this thread (default 2)\n"
