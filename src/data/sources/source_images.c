@@ -358,6 +358,11 @@ typedef struct names {
   size_t n, cap;
 } names;
 
+static void names_sort(names *s) {
+  if (s->n > 1) /* qsort's base may not be NULL, even for 0 items */
+    qsort(s->v, s->n, sizeof *s->v, cmp_str);
+}
+
 static void names_free(names *s) {
   for (size_t i = 0; i < s->n; i++)
     free(s->v[i]);
@@ -441,7 +446,7 @@ static pl_status dir_files(const char *dir, names *files, pl_error *err) {
       free(files->v[--files->n]);
   }
   closedir(d);
-  qsort(files->v, files->n, sizeof *files->v, cmp_str);
+  names_sort(files);
   return s;
 }
 
@@ -452,7 +457,7 @@ static pl_status list_class(listing *l, const char *dir, int64_t label,
   names dirs = {0};
   pl_status s = walk_dirs(dir, 0, &dirs, err);
   if (s == PL_OK)
-    qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
+    names_sort(&dirs);
   uint64_t before = l->n;
   for (size_t i = 0; s == PL_OK && i < dirs.n; i++) {
     names files = {0};
@@ -486,7 +491,7 @@ static pl_status list_folder(listing *l, const char *root, pl_error *err) {
       free(classes.v[--classes.n]);
   }
   closedir(d);
-  qsort(classes.v, classes.n, sizeof *classes.v, cmp_str);
+  names_sort(&classes);
   if (s == PL_OK && classes.n == 0)
     s = pl_errorf(err, PL_FORMAT,
                   "%s: no class folders (want ROOT/CLASS/IMAGE.jpg)", root);
