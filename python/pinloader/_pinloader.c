@@ -93,8 +93,23 @@ static int dtype_from_name(const char *name, pl_dtype *out) {
   return -1;
 }
 
+/* The dtype with this DLPack type code (0 int, 1 uint, 2 float) and size,
+ * from PL_DTYPE_MAP; -1 when there is none. */
+static int dtype_of_kind(int dlpack, size_t bytes, pl_dtype *out) {
+#define PL_DTYPE_KIND_(NAME, name, size, format, code)                        \
+  if (dlpack == (code) && bytes == (size)) {                                   \
+    *out = PL_##NAME;                                                          \
+    return 0;                                                                  \
+  }
+  PL_DTYPE_MAP(PL_DTYPE_KIND_)
+#undef PL_DTYPE_KIND_
+  return -1;
+}
+
 /* struct-module format of a buffer → pl_dtype; -1 when not representable.
- * Native or little-endian byte order only (the library is little-endian). */
+ * Native or little-endian byte order only (the library is little-endian).
+ * Any integer or float character maps by its kind and the item size ('l'
+ * is int64 where long has 8 bytes). */
 static int dtype_from_format(const char *fmt, Py_ssize_t itemsize,
                              pl_dtype *out) {
   if (!fmt)
@@ -105,54 +120,33 @@ static int dtype_from_format(const char *fmt, Py_ssize_t itemsize,
     return -1;
   else if (*fmt == '>' || *fmt == '!')
     fmt++;
-  if (fmt[0] == '\0' || fmt[1] != '\0')
+  if (fmt[0] == '\0' || fmt[1] != '\0' || itemsize < 1)
     return -1;
-  int is_signed = 0, is_float = 0;
-  switch (fmt[0]) {
-  case 'b': case 'h': case 'i': case 'l': case 'q': is_signed = 1; break;
-  case 'B': case 'H': case 'I': case 'L': case 'Q': case '?': break;
-  case 'e': case 'f': case 'd': is_float = 1; break;
-  default: return -1;
-  }
-  static const pl_dtype ints[9] = {[1] = PL_INT8, [2] = PL_INT16,
-                                   [4] = PL_INT32, [8] = PL_INT64};
-  static const pl_dtype uints[9] = {[1] = PL_UINT8, [2] = PL_UINT16,
-                                    [4] = PL_UINT32};
-  static const pl_dtype floats[9] = {[2] = PL_FLOAT16, [4] = PL_FLOAT32,
-                                     [8] = PL_FLOAT64};
-  if (itemsize < 1 || itemsize > 8)
-    return -1;
-  const pl_dtype *table = is_float ? floats : is_signed ? ints : uints;
-  pl_dtype t = table[itemsize];
-  /* Designated-initializer gaps are 0 == PL_UINT8: only 1-byte uints map
-   * there legitimately. */
-  if (t == PL_UINT8 && !(table == uints && itemsize == 1))
-    return -1;
-  *out = t;
-  return 0;
+  int kind = strchr("bhilq", fmt[0])    ? 0
+             : strchr("BHILQ?", fmt[0]) ? 1
+             : strchr("efd", fmt[0])    ? 2
+                                        : -1;
+  return kind < 0 ? -1 : dtype_of_kind(kind, (size_t)itemsize, out);
 }
 
 static const char *format_of(pl_dtype t) {
-  static const char *const f[PL_DTYPE_COUNT_] = {
-      [PL_UINT8] = "B",  [PL_INT8] = "b",    [PL_INT16] = "h",
-      [PL_UINT16] = "H", [PL_INT32] = "i",   [PL_UINT32] = "I",
-      [PL_INT64] = "q",  [PL_FLOAT16] = "e", [PL_FLOAT32] = "f",
-      [PL_FLOAT64] = "d"};
-  return (t >= 0 && t < PL_DTYPE_COUNT_) ? f[t] : "B";
+  static const char f[PL_DTYPE_COUNT_][2] = {
+#define PL_DTYPE_FORMAT_(NAME, name, bytes, format, dlpack) \
+  [PL_##NAME] = {format, 0},
+      PL_DTYPE_MAP(PL_DTYPE_FORMAT_)
+#undef PL_DTYPE_FORMAT_
+  };
+  return ((unsigned)t < PL_DTYPE_COUNT_) ? f[t] : "B";
 }
 
 static DLDataType dl_dtype(pl_dtype t) {
-  DLDataType d = {kDLUInt, (uint8_t)(pl_dtype_size(t) * 8), 1};
-  switch (t) {
-  case PL_INT8: case PL_INT16: case PL_INT32: case PL_INT64:
-    d.code = kDLInt;
-    break;
-  case PL_FLOAT16: case PL_FLOAT32: case PL_FLOAT64:
-    d.code = kDLFloat;
-    break;
-  default:
-    break;
-  }
+  static const uint8_t codes[PL_DTYPE_COUNT_] = {
+#define PL_DTYPE_DLPACK_(NAME, name, bytes, format, dlpack) [PL_##NAME] = dlpack,
+      PL_DTYPE_MAP(PL_DTYPE_DLPACK_)
+#undef PL_DTYPE_DLPACK_
+  };
+  DLDataType d = {(unsigned)t < PL_DTYPE_COUNT_ ? codes[t] : kDLUInt,
+                  (uint8_t)(pl_dtype_size(t) * 8), 1};
   return d;
 }
 
