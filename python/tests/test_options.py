@@ -127,8 +127,9 @@ def test_loader_takes_exactly_the_table_names():
     ds = pinloader.datasets.from_python(Numbers())._native
     with pytest.raises(TypeError, match="unexpected keyword argument 'timeout'"):
         _C.Loader(ds, timeout=1)
-    ld = _C.Loader(ds, **{o["name"]: o["default"] for o in _C.loader_options()})
-    assert ld.options == {o["name"]: o["default"] for o in _C.loader_options()}
+    given = dict({o["name"]: o["default"] for o in _C.loader_options()}, device="cpu")
+    ld = _C.Loader(ds, **given)
+    assert ld.options == given
     ld.close()
 
 
