@@ -110,6 +110,16 @@ static int usage_error(const cli_parser *p, const char *fmt, const char *a,
   return 2;
 }
 
+static void mark_set(cli_parser *p, int i) {
+  if (i >= 0 && (size_t)i < sizeof p->set)
+    p->set[i] = 1;
+}
+
+static int was_set(const cli_parser *p, const char *name) {
+  int i = pl_option_find(name);
+  return i >= 0 && (size_t)i < sizeof p->set && p->set[i];
+}
+
 /* Sets table option i from text; the library checks the range. */
 static int set_option(cli_parser *p, int i, const char *flag,
                       const char *value) {
@@ -119,9 +129,9 @@ static int set_option(cli_parser *p, int i, const char *flag,
     fprintf(stderr, "%s: --%s: %s\n", p->cmd, flag, err.message);
     return 2;
   }
-  p->set[i] = 1;
+  mark_set(p, i);
   if (o->type == PL_OPT_DEVICE && strchr(value, ':'))
-    p->set[pl_option_find("device_index")] = 1; /* cuda:N names it */
+    mark_set(p, pl_option_find("device_index")); /* cuda:N names it */
   return 0;
 }
 
@@ -240,9 +250,9 @@ int cli_parse_args(cli_parser *p, int argc, char **argv) {
 }
 
 unsigned cli_shard_keep(const cli_parser *p) {
-  return (p->set[pl_option_find("rank")] ? PL_KEEP_RANK : 0) |
-         (p->set[pl_option_find("world_size")] ? PL_KEEP_WORLD_SIZE : 0) |
-         (p->set[pl_option_find("device_index")] ? PL_KEEP_DEVICE_INDEX : 0);
+  return (was_set(p, "rank") ? PL_KEEP_RANK : 0) |
+         (was_set(p, "world_size") ? PL_KEEP_WORLD_SIZE : 0) |
+         (was_set(p, "device_index") ? PL_KEEP_DEVICE_INDEX : 0);
 }
 
 /* ------------------------------------------------------------ usage */

@@ -25,6 +25,9 @@
                  "pl_loader_config." #name " does not match its table type");
 PL_OPTION_MAP(PL_OPT_CHECK_)
 #undef PL_OPT_CHECK_
+/* value_read / value_write move the enums as ints. */
+_Static_assert(sizeof(pl_device_kind) == sizeof(int), "enum size");
+_Static_assert(sizeof(pl_log_level) == sizeof(int), "enum size");
 
 typedef struct option {
   pl_option_info info;
