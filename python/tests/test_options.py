@@ -236,3 +236,16 @@ def test_cli_usage_lists_every_option():
     for o in _C.loader_options():
         flag = "--" + o["name"].replace("_", "-")
         assert re.search(re.escape(flag) + r"[ ,]", usage), flag
+
+
+def test_direct_mode_off_notice_reaches_logging(caplog, mnist_like):
+    # direct_copy on a CPU loader: the library says why it is off (before,
+    # Python installed no log hook and the message vanished).
+    ip, lp, _, _ = mnist_like
+    with caplog.at_level(logging.INFO, logger="pinloader"):
+        dl = pinloader.DataLoader(pinloader.datasets.IDX(ip, lp), batch_size=8, num_workers=2,
+                                  direct_copy=True, output="numpy")
+    dl.close()
+    msgs = [r.getMessage() for r in caplog.records if r.name == "pinloader"]
+    assert msgs == ["copies straight from the dataset's memory are off: they need a CUDA device "
+                    "(these batches live in host memory)"]
