@@ -155,6 +155,13 @@ static void check_refused(pl_plan_request req, const char *why) {
   CHECK_EQ_U64(p.pinned_budget, gather.pinned_budget);
   CHECK_EQ_U64(p.nregions, 0);
   CHECK(p.regions == NULL);
+  CHECK_EQ_U64(p.max_spans, gather.max_spans);
+  CHECK_EQ_U64(p.chunk_samples, gather.chunk_samples);
+  CHECK_EQ_U64(p.batch_bytes, gather.batch_bytes);
+  CHECK_EQ_U64(p.nfields, gather.nfields);
+  for (int f = 0; f < p.nfields && f < gather.nfields; f++) /* untouched */
+    check_field(&p, f, gather.fields[f].bytes, gather.fields[f].batch_off,
+                gather.fields[f].stage_off, gather.fields[f].route);
   if (!strstr(p.why_not_direct, why))
     fprintf(stderr, "why '%s', wanted '%s'\n", p.why_not_direct, why);
   CHECK(strstr(p.why_not_direct, why) != NULL);

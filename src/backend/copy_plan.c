@@ -138,14 +138,29 @@ static int add_regions(const pl_dataset *ds, int f, pl_region *r, int n,
   return n;
 }
 
-/* Routes of a direct plan: fields of PL_DIRECT_MIN_SAMPLE bytes or more
- * in place, the others packed into a small staging buffer. */
+static int is_direct(const pl_field_plan *fp) {
+  return fp->bytes >= PL_DIRECT_MIN_SAMPLE;
+}
+
+/* Staging a direct plan needs: the gathered fields packed, aligned. */
+static uint64_t direct_stage_bytes(const pl_copy_plan *p) {
+  uint64_t off = 0;
+  for (int f = 0; f < p->nfields; f++)
+    if (!is_direct(&p->fields[f]))
+      off = pl_align_up(off, STAGE_ALIGN) +
+            (uint64_t)p->batch_size * p->fields[f].bytes;
+  return off;
+}
+
+/* Makes p a direct plan: fields of PL_DIRECT_MIN_SAMPLE bytes or more in
+ * place, the others packed into a small staging buffer. Only once direct
+ * mode is certain: it rewrites the fields' routes and offsets. */
 static void route_direct(pl_copy_plan *p) {
   uint64_t off = 0;
   p->max_spans = 0;
   for (int f = 0; f < p->nfields; f++) {
     pl_field_plan *fp = &p->fields[f];
-    int direct = fp->bytes >= PL_DIRECT_MIN_SAMPLE;
+    int direct = is_direct(fp);
     fp->route = direct ? PL_ROUTE_DIRECT : PL_ROUTE_GATHER;
     /* A direct field: one span per sample at worst; a gathered one: one. */
     p->max_spans += direct ? p->batch_size : 1;
@@ -159,6 +174,7 @@ static void route_direct(pl_copy_plan *p) {
   p->mode = PL_PLAN_DIRECT;
   p->chunk_samples = p->batch_size;
   p->stage_bytes = off;
+  assert(off == direct_stage_bytes(p));
 }
 
 /* Turns the gather plan p into a direct one when everything allows it,
@@ -182,10 +198,9 @@ static pl_status plan_direct(pl_copy_plan *p, const pl_backend_caps *caps,
   uint64_t bytes = 0, stage_total = 0, need = 0;
   for (int i = 0; !why && i < n; i++)
     bytes += r[i].len;
-  pl_copy_plan d = *p;
-  route_direct(&d);
-  uint64_t stage = d.stage_bytes ? pl_pages_size(d.stage_bytes) : 0;
-  if (!pl_mul_u64(stage, (uint64_t)d.staging_buffers, &stage_total) ||
+  uint64_t small = direct_stage_bytes(p);
+  uint64_t stage = small ? pl_pages_size(small) : 0;
+  if (!pl_mul_u64(stage, (uint64_t)p->staging_buffers, &stage_total) ||
       !pl_add_u64(bytes, stage_total, &need))
     need = UINT64_MAX;
   uint64_t budget = req->pinned_budget ? req->pinned_budget : need;
@@ -203,7 +218,7 @@ static pl_status plan_direct(pl_copy_plan *p, const pl_backend_caps *caps,
     refuse(p, why);
     return PL_OK;
   }
-  *p = d;
+  route_direct(p);
   p->regions = r;
   p->nregions = n;
   p->region_bytes = bytes;
