@@ -9,6 +9,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+/* Test-only fault injection (see core/fault.h). Compiled out unless the build
+ * sets PL_FAULT_INJECTION. */
+#include "core/fault.h"
 
 #if defined(__GNUC__)
 #define PL_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -29,6 +34,14 @@ pl_status pl_errorf(pl_error *err, pl_status status, const char *fmt, ...)
 /* Prefixes err's message with a formatted context ("sample 12: ...") and
  * returns err's status. Used where an error crosses a component boundary. */
 pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) PL_PRINTF(2, 3);
+
+/* The structured fields of an error (pinloader.h, pl_error), set next to
+ * the pl_errorf that wrote its message; pl_errorf clears them, and
+ * pl_error_prefix keeps them. err may be NULL. */
+void pl_error_set_sample(pl_error *err, uint64_t index);
+void pl_error_set_path(pl_error *err, const char *path);
+void pl_error_set_errno(pl_error *err, int errnum);
+void pl_error_set_cuda(pl_error *err, int code);
 
 /* An error value to return where err may be NULL: the status is kept. */
 #define PL_TRY(expr)                 \
@@ -65,8 +78,18 @@ static inline uint64_t pl_align_up(uint64_t x, uint64_t a) {
 /* The basename of a path, for messages. */
 const char *pl_basename(const char *path);
 
-/* Test-only fault injection (see core/fault.h). Compiled out unless the build
- * sets PL_FAULT_INJECTION. */
-#include "core/fault.h"
+/* malloc / calloc / realloc for the library's own bookkeeping (handles,
+ * copy plans, span arrays, slot tables): the fault-injection build can make
+ * any of them fail (PL_FAULT_ALLOC), so that every such site is tested to
+ * give a clean PL_NO_MEMORY. Freed with free(). */
+static inline void *pl_malloc(size_t n) {
+  return PL_FAULT(PL_FAULT_ALLOC) ? NULL : malloc(n);
+}
+static inline void *pl_calloc(size_t n, size_t size) {
+  return PL_FAULT(PL_FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+static inline void *pl_realloc(void *p, size_t n) {
+  return PL_FAULT(PL_FAULT_ALLOC) ? NULL : realloc(p, n);
+}
 
 #endif /* PL_COMMON_H */

@@ -225,14 +225,17 @@ pl_status pl_map_guard_failed(pl_map_guard *g, pl_error *err) {
     was = n->size;
   reg_unlock();
   struct stat st;
-  if (stat(path, &st) != 0)
-    return pl_errorf(err, PL_IO,
+  int gone = stat(path, &st) != 0;
+  if (gone)
+    pl_errorf(err, PL_IO,
                      "%s: the file changed while it was being read (it is "
                      "gone now: %s; it was %llu bytes)",
                      path, strerror(errno), (unsigned long long)was);
-  return pl_errorf(err, PL_IO,
-                   "%s: the file changed while it was being read (it is "
-                   "%llu bytes now, was %llu)",
-                   path, (unsigned long long)st.st_size,
-                   (unsigned long long)was);
+  else
+    pl_errorf(err, PL_IO,
+              "%s: the file changed while it was being read (it is %llu "
+              "bytes now, was %llu)",
+              path, (unsigned long long)st.st_size, (unsigned long long)was);
+  pl_error_set_path(err, path);
+  return PL_IO;
 }
