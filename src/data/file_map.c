@@ -17,6 +17,10 @@
  * enough that the whole file is wanted soon, large enough for MNIST-likes. */
 #define PREFETCH_MAX_BYTES (1ull << 30)
 #define GZ_MIN_BUFFER (64u << 10)
+/* deflate cannot expand data by more than about 1032:1: what a file of n
+ * compressed bytes can produce bounds every allocation made ahead of the
+ * output. */
+#define DEFLATE_MAX_RATIO 1032u
 
 static const uint8_t empty_file[1];
 
@@ -141,6 +145,7 @@ typedef struct gz_job {
   uint64_t limit; /* cap never exceeds limit + 1: one byte more proves excess */
   const char *limit_why;
   uint64_t declared; /* the size the header declares; 0: not known yet */
+  uint64_t max_output; /* what deflate can make of the file's bytes */
   const pl_file_map_opts *opts;
 } gz_job;
 
@@ -215,12 +220,31 @@ static pl_status gz_resize(gz_job *j, uint64_t want, pl_error *err) {
   return PL_OK;
 }
 
+/* The first buffer: the size the gzip trailer claims (mod 2^32), bounded
+ * by what deflate can produce and by the limit, so that a lying trailer
+ * cannot force a huge allocation up front (and pages are only touched as
+ * output arrives). */
+static size_t gz_first_cap(const gz_job *j) {
+  uint64_t hint = GZ_MIN_BUFFER;
+  uint8_t t[4];
+  if (j->file_size >= 18 &&
+      pread(j->fd, t, 4, (off_t)(j->file_size - 4)) == 4) {
+    uint64_t isize = (uint64_t)t[0] | (uint64_t)t[1] << 8 |
+                     (uint64_t)t[2] << 16 | (uint64_t)t[3] << 24;
+    hint = PL_MAX(hint, PL_MIN(isize + 1, j->max_output));
+  }
+  return (size_t)PL_MIN(hint, j->limit + 1);
+}
+
 static pl_status gz_grow(gz_job *j, pl_error *err) {
   if (j->cap > j->limit)
     return gz_too_big(j, err);
-  /* Doubling, never straight to the declared size: a small file that
-   * declares gigabytes must not get them before it produces them. */
+  /* Doubling, or straight to the declared size, but never past what the
+   * compressed bytes can produce: a small file that declares gigabytes
+   * does not get them. */
   uint64_t want = (uint64_t)j->cap * 2;
+  if (j->declared)
+    want = PL_MAX(want, PL_MIN(j->declared + 1, j->max_output));
   return gz_resize(j, PL_MIN(PL_MAX(want, GZ_MIN_BUFFER), j->limit + 1),
                    err);
 }
@@ -317,7 +341,11 @@ static pl_status gz_step(gz_job *j, z_stream *zs, bool *done, pl_error *err) {
   if (j->used == j->cap)
     PL_TRY(gz_grow(j, err));
   zs->next_out = j->buf + j->used;
-  zs->avail_out = (uInt)PL_MIN(j->cap - j->used, (size_t)UINT_MAX);
+  /* Until the source has seen its header, small steps: a wrong header
+   * fails after one of them, whatever the buffer's size. */
+  size_t step = j->opts && j->opts->expect && !j->declared ? GZ_MIN_BUFFER
+                                                            : (size_t)UINT_MAX;
+  zs->avail_out = (uInt)PL_MIN(j->cap - j->used, step);
   uInt out0 = zs->avail_out;
   int rc = PL_FAULT(PL_FAULT_GZ_READ) ? Z_DATA_ERROR : inflate(zs, Z_NO_FLUSH);
   j->used += out0 - zs->avail_out;
@@ -378,7 +406,10 @@ static pl_status map_gz(const char *path, const pl_file_map_opts *o,
   gz_limit(&j, o && o->max_gz_bytes ? o->max_gz_bytes : PL_GZ_MAX_BYTES);
   j.in_cap = (size_t)PL_MIN(size, (uint64_t)GZ_IN_CHUNK);
   j.in = malloc(j.in_cap);
-  pl_status s = j.in ? gz_resize(&j, PL_MIN(GZ_MIN_BUFFER, j.limit + 1), err)
+  j.max_output = size > UINT64_MAX / DEFLATE_MAX_RATIO
+                     ? UINT64_MAX
+                     : size * DEFLATE_MAX_RATIO;
+  pl_status s = j.in ? gz_resize(&j, gz_first_cap(&j), err)
                      : pl_errorf(err, PL_NO_MEMORY, "out of memory");
   if (s == PL_OK)
     s = gz_run(&j, err);
