@@ -238,9 +238,11 @@ typedef struct pl_loader_config {
   uint64_t seed;       /* default 0 */
   int drop_last;       /* drop the short last batch; default 0 */
 
-  int num_workers; /* worker threads; 0 loads in the consumer's thread */
+  int num_workers; /* worker threads; 0 loads in the consumer's thread;
+                      PL_AUTO: tuned at run time (below) */
   int prefetch;    /* batches in flight ahead of the consumer (filled or
-                      being filled); 0 means 2 per worker, at least 2 */
+                      being filled); 0 means 2 per worker, at least 2;
+                      PL_AUTO: tuned at run time */
 
   pl_device_kind device;
   int device_index;   /* CUDA device ordinal, for PL_DEVICE_CUDA */
@@ -279,7 +281,30 @@ typedef struct pl_loader_config {
   pl_log_fn log; /* NULL: messages are dropped */
   void *log_user;
   pl_log_level log_level; /* least level passed to log; default INFO */
+
+  /* Measurement and tuning (docs/report.md). num_workers and prefetch may
+   * also be PL_AUTO: the loader then sizes them itself while it runs. */
+  int timings; /* per-stage clocks for pl_loader_timings_get and the
+                  report; default 1 (a few clock reads per batch). 0 turns
+                  them off, to measure what they cost; PL_AUTO needs them */
+  double cpu_budget; /* num_workers PL_AUTO: cores the workers may use;
+                        0 means the cores this process may run on (affinity
+                        and cgroup cpu.max) less max(1, cores / 8) left for
+                        the trainer. Never more than those cores */
+  uint32_t replay_batches; /* headroom: after replay_after batches, keep the
+                              next replay_batches batches and hand them out
+                              again and again instead of loading (epochs keep
+                              their length; workers stop). The consumer's
+                              step rate on cached batches is then the
+                              ceiling any loader could reach, and the report
+                              states the gap to it. 0: off. A measurement
+                              mode: the data repeats */
+  uint64_t replay_after; /* batches delivered normally before the replay */
 } pl_loader_config;
+
+/* num_workers / prefetch: tuned at run time from measured stalls and CPU
+ * use, within cpu_budget; each change goes to the log with its reason. */
+#define PL_AUTO (-1)
 
 /* Defaults, as documented field by field above. */
 PL_API void pl_loader_config_init(pl_loader_config *cfg);
@@ -357,6 +382,59 @@ typedef struct pl_loader_stats {
 } pl_loader_stats;
 
 PL_API void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out);
+
+/* Where the time goes, stage by stage (config.timings). Steady state: sums
+ * run from the first batch handed out (startup_s is the wait for it) to the
+ * last, or to the start of the replay (replay_batches). Worker stages are
+ * summed over the workers; a worker's time is idle, waiting for a buffer,
+ * reading, transforming or staging. Fields are only ever added at the end;
+ * pl_loader_timings_get writes the first `size` bytes (pass sizeof *out),
+ * so that a caller built against an older header keeps working. */
+typedef struct pl_loader_timings {
+  double wall_s;          /* steady state: first batch out to the last */
+  double startup_s;       /* from the first pl_loader_next to its batch */
+  uint64_t batches;       /* loaded batches handed out in wall_s */
+  uint64_t samples;
+  int workers;            /* active workers now (PL_AUTO: tuned) */
+  int worker_threads;     /* threads started; those beyond `workers` park */
+  int prefetch;           /* depth now (PL_AUTO: tuned) */
+  int cpus;               /* cores this process may use (affinity, cgroup) */
+  double cpu_budget;      /* cores the workers may use (PL_AUTO workers) */
+  double read_s;          /* workers reading and decoding samples */
+  double transform_s;     /* host transforms (0 while there are none) */
+  double buffer_wait_s;   /* workers with a job to do but no free batch
+                             buffer (the consumer holds them) */
+  double stage_s;         /* workers getting a staging buffer and queueing
+                             copies (CUDA: waits for the copy engine) */
+  double idle_s;          /* workers with nothing to do: prefetch is full */
+  double copy_s;          /* device time of host-to-device copies */
+  uint64_t bytes_copied;  /* in those copies */
+  double device_transform_s; /* device transforms (0 while there are none) */
+  double consumer_wait_s; /* the consumer inside pl_loader_next */
+  double consumer_hold_s; /* summed: batch handed out -> released */
+  uint64_t batches_released;
+  double link_bytes_per_s; /* host-to-device rate of a pinned copy measured
+                              at create (CUDA); 0: unknown */
+  uint64_t replayed;      /* cached batches handed out again */
+  double replay_s;        /* wall time of the replay, first to last */
+  double replay_wait_s;   /* consumer waits during the replay */
+  double process_cpu_s;   /* CPU time of the whole process in wall_s */
+} pl_loader_timings;
+
+PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,
+                                  size_t size);
+
+/* The bottleneck report: which stage bounds throughput and by how much,
+ * each line with the measurement it rests on. Text, or a JSON object with
+ * PL_REPORT_JSON ({"bound": "consumer" | "workers" | "copy" | "buffers" |
+ * "prefetch" | "device_transforms" | "unknown", "findings": [...], ...}).
+ * *len is the buffer's size on entry and the length needed (without the
+ * NUL) on return; PL_INVALID_ARGUMENT when buf is too small (buf NULL
+ * asks for the size; while the loader runs the numbers, and so the size,
+ * may still change: allow a margin). Thread-safe. */
+#define PL_REPORT_JSON 1
+PL_API pl_status pl_loader_report(const pl_loader *ld, char *buf, size_t *len,
+                                  int flags, pl_error *err);
 
 /* Waits on the host until every host-to-device copy the loader has queued
  * so far has finished (the CPU backend has none: returns at once). For a

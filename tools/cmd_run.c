@@ -1,8 +1,10 @@
 /* `pinloader run`: load epochs of a data set and report throughput. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist/"
@@ -17,6 +19,8 @@ typedef struct run_opts {
   uint64_t max_batches; /* 0: no limit */
   const char *order_out, *save_state, *resume;
   int checksum, quiet, env_ranks;
+  int report, json; /* --report [--json] */
+  double step_ms;   /* --step-ms: a simulated training step */
 } run_opts;
 
 typedef struct run_totals {
@@ -33,8 +37,11 @@ static void run_usage(FILE *f) {
       "  --dataset SPEC      idx:IMAGES,LABELS or cifar10:FILE[,FILE...]\n"
       "                      (default: Fashion-MNIST train from " FASHION_DIR ")\n"
       "  --batch-size N      samples per batch (default 64)\n"
-      "  --workers N         worker threads; 0 loads in this thread (default 2)\n"
-      "  --prefetch N        batches in flight (default 2 per worker)\n"
+      "  --workers N|auto    worker threads; 0 loads in this thread; auto tunes\n"
+      "                      them while running, within --cpu-budget (default 2)\n"
+      "  --prefetch N|auto   batches in flight (default 2 per worker)\n"
+      "  --cpu-budget C      cores auto workers may use (default: all less\n"
+      "                      max(1, cores/8); never more than the cores)\n"
       "  --shuffle           shuffle each epoch by (seed, epoch)\n"
       "  --seed S            shuffle seed (default 0)\n"
       "  --epochs E          epochs to load (default 1)\n"
@@ -57,7 +64,14 @@ static void run_usage(FILE *f) {
       "  --timeout SEC       fail a sample that loads longer than this\n"
       "  --order-out FILE    write delivered dataset indices, one per line\n"
       "  --checksum          print the FNV-1a checksum of delivered bytes\n"
-      "  --quiet             no progress bar\n");
+      "  --quiet             no progress bar\n"
+      "  --report            print the bottleneck report after the run\n"
+      "  --json              the report as JSON (with --report)\n"
+      "  --no-timings        per-stage clocks off (to measure their cost)\n"
+      "  --step-ms MS        sleep MS per batch: a stand-in training step\n"
+      "  --replay K          headroom: keep K batches and hand them out again\n"
+      "                      instead of loading (after --replay-after N)\n"
+      "  --replay-after N    batches loaded before the replay (default 0)\n");
 }
 
 /* One flag. Returns 0, or 2 with a message for a bad flag. */
@@ -74,6 +88,9 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--sync")) c->non_blocking = 0, need = 0;
   else if (!strcmp(a, "--direct")) c->direct_copy = 1, need = 0;
   else if (!strcmp(a, "--quiet")) o->quiet = 1, need = 0;
+  else if (!strcmp(a, "--report")) o->report = 1, need = 0;
+  else if (!strcmp(a, "--json")) o->json = 1, need = 0;
+  else if (!strcmp(a, "--no-timings")) c->timings = 0, need = 0;
   else if (!v) bad = 1;
   else if (!strcmp(a, "--dataset")) o->dataset = v;
   else if (!strcmp(a, "--order-out")) o->order_out = v;
@@ -82,9 +99,18 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--batch-size"))
     bad = cli_parse_u64(v, &u) || u == 0 || u > UINT32_MAX, c->batch_size = (uint32_t)u;
   else if (!strcmp(a, "--workers"))
-    bad = cli_parse_int(v, 0, 1024, &c->num_workers);
+    bad = !strcmp(v, "auto") ? (c->num_workers = PL_AUTO, 0)
+                             : cli_parse_int(v, 0, 1024, &c->num_workers);
   else if (!strcmp(a, "--prefetch"))
-    bad = cli_parse_int(v, 1, 4096, &c->prefetch);
+    bad = !strcmp(v, "auto") ? (c->prefetch = PL_AUTO, 0)
+                             : cli_parse_int(v, 1, 4096, &c->prefetch);
+  else if (!strcmp(a, "--cpu-budget"))
+    bad = cli_parse_double(v, &c->cpu_budget) || !(c->cpu_budget > 0);
+  else if (!strcmp(a, "--step-ms"))
+    bad = cli_parse_double(v, &o->step_ms) || !(o->step_ms >= 0);
+  else if (!strcmp(a, "--replay"))
+    bad = cli_parse_u64(v, &u) || u == 0 || u > 65536, c->replay_batches = (uint32_t)u;
+  else if (!strcmp(a, "--replay-after")) bad = cli_parse_u64(v, &c->replay_after);
   else if (!strcmp(a, "--seed")) bad = cli_parse_u64(v, &c->seed);
   else if (!strcmp(a, "--pinned-budget"))
     bad = cli_parse_size(v, &c->pinned_budget);
@@ -220,6 +246,11 @@ static int consume(pl_batch *b, const run_opts *o, int nfields, run_totals *t) {
     return fail("waiting for a batch", &err);
   if (o->checksum && checksum_batch(b, nfields, t, &err))
     return fail("--checksum", &err);
+  if (o->step_ms > 0) { /* the batch is held for the step, as in training */
+    struct timespec ts = {(time_t)(o->step_ms / 1e3),
+                          (long)(fmod(o->step_ms, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+  }
   for (uint32_t i = 0; t->order && i < pl_batch_size(b); i++)
     fprintf(t->order, "%llu\n", (unsigned long long)pl_batch_sample_index(b, i));
   t->samples += pl_batch_size(b);
@@ -287,6 +318,24 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
     printf("checksum: %016llx\n", (unsigned long long)t->fnv);
 }
 
+/* --report: pl_loader_report's text or JSON on stdout. */
+static int print_report(const pl_loader *ld, const run_opts *o) {
+  pl_error err;
+  size_t len = 0;
+  int flags = o->json ? PL_REPORT_JSON : 0;
+  if (pl_loader_report(ld, NULL, &len, flags, &err) != PL_OK)
+    return fail("--report", &err);
+  len += 256; /* the numbers may still move: some margin */
+  char *buf = malloc(len);
+  if (!buf || pl_loader_report(ld, buf, &len, flags, &err) != PL_OK) {
+    free(buf);
+    return buf ? fail("--report", &err) : 1;
+  }
+  fputs(buf, stdout);
+  free(buf);
+  return 0;
+}
+
 int pl_cmd_run(int argc, char **argv) {
   run_opts o;
   if (parse_run(&o, argc, argv))
@@ -319,6 +368,8 @@ int pl_cmd_run(int argc, char **argv) {
   double secs = pl_now_cli() - t0;
   if (!rc)
     report(ld, &o, &t, secs > 0 ? secs : 1e-9);
+  if (!rc && o.report)
+    rc = print_report(ld, &o);
   if (!rc && o.save_state)
     rc = write_state(ld, o.save_state);
   if (t.order && fclose(t.order) != 0 && !rc) {

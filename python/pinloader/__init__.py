@@ -130,12 +130,18 @@ class DataLoader:
                  max_batch_buffers=0, output="auto", direct_copy=False):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
-        if num_workers < 0:
-            raise ValueError("num_workers must be >= 0")
+        # "auto": the C loader tunes workers / depth while it runs (-1 is
+        # PL_AUTO), within cpu_budget cores; loader.report() shows the result.
+        auto_workers = num_workers == "auto"
+        auto_prefetch = prefetch_factor == "auto"
+        if auto_workers:
+            num_workers = -1
+        elif int(num_workers) < 0:
+            raise ValueError("num_workers must be >= 0 or 'auto'")
         if prefetch_factor is None:
             prefetch_factor = 2
-        if prefetch_factor < 1:
-            raise ValueError("prefetch_factor must be >= 1")
+        if not auto_prefetch and prefetch_factor < 1:
+            raise ValueError("prefetch_factor must be >= 1 or 'auto'")
         if timeout < 0:
             raise ValueError("timeout must be >= 0")
         kind, index = _parse_device(device)
@@ -147,7 +153,7 @@ class DataLoader:
         # False keeps PyTorch's meaning: pageable staging, a plain copy.
         self.pin_memory = (kind == "cuda") if pin_memory is None else bool(pin_memory)
         self.drop_last = bool(drop_last)
-        self.prefetch_factor = int(prefetch_factor)
+        self.prefetch_factor = prefetch_factor if auto_prefetch else int(prefetch_factor)
         self.persistent_workers = bool(persistent_workers)
         self.timeout = float(timeout)
         self.seed = int(seed)
@@ -163,7 +169,8 @@ class DataLoader:
             seed=self.seed,
             drop_last=self.drop_last,
             num_workers=self.num_workers,
-            prefetch=self.prefetch_factor * max(1, self.num_workers),
+            prefetch=-1 if auto_prefetch else (0 if auto_workers else
+                                               self.prefetch_factor * max(1, self.num_workers)),
             device=kind,
             device_index=index,
             pin_memory=self.pin_memory,
@@ -285,6 +292,17 @@ class DataLoader:
     def stats(self):
         """The loader's counters (pl_loader_stats) as a dict."""
         return self._ld.stats()
+
+    def report(self, json=False):
+        """The bottleneck report (pl_loader_report): which stage bounds
+        throughput (your step, the workers, the copy, ...), by how much, and
+        the measurements behind it. json=True: a dict ('bound', 'findings',
+        'timings')."""
+        text = self._ld.report(json=bool(json))
+        if not json:
+            return text
+        import json as _json
+        return _json.loads(text)
 
     @property
     def device_name(self):

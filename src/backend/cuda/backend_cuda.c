@@ -593,6 +593,7 @@ static const pl_backend_vt cuda_vt = {
     .fill_spans = pl_cuda_fill_spans,
     .sync = cuda_sync,
     .stats = cuda_stats,
+    .link_rate = pl_cuda_link_rate,
 };
 
 int pl_backend_cuda_built(void) { return 1; }

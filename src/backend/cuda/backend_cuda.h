@@ -67,6 +67,7 @@ typedef struct cuda_backend {
   atomic_int warned; /* the one pinning-fallback warning was logged */
   _Atomic uint64_t batches_copied, bytes_copied, pinned_bytes,
       pinned_fallbacks, copy_ns;
+  double link_rate; /* bytes/s, measured once by link_rate; < 0: failed */
 } cuda_backend;
 
 static inline cuda_backend *cb_of(pl_backend *be) {
@@ -118,5 +119,8 @@ pl_status pl_cuda_fill_spans(pl_backend *b, pl_bufmem *m, const pl_span *sp,
                              int n, int flags, pl_error *err);
 void pl_cuda_direct_buf_free(cuda_backend *be, cuda_buf *cb);
 void pl_cuda_direct_destroy(cuda_backend *be);
+
+/* backend_cuda_link.c: the vt's link_rate (a short pinned copy, timed). */
+double pl_cuda_link_rate(pl_backend *b);
 
 #endif /* PL_BACKEND_CUDA_H */
