@@ -318,8 +318,9 @@ static void staging_plan(pl_core *c, pl_backend_config *bc) {
   uint64_t chunk = c->cfg.copy_chunk_bytes ? c->cfg.copy_chunk_bytes
                                            : DEFAULT_CHUNK_BYTES;
   pl_chunk_plan(c, chunk, &bc->stage_bytes);
-  bc->staging_buffers = c->chunk_samples ? 2 * w + 2
-                                         : PL_MIN(c->prefetch, w) + 2;
+  /* Auto: enough for the deepest prefetch the tuner may reach. */
+  int depth = PL_MAX(c->prefetch, c->tune.prefetch_max);
+  bc->staging_buffers = c->chunk_samples ? 2 * w + 2 : PL_MIN(depth, w) + 2;
 }
 
 /* CUDA, or (device AUTO) the CPU with a notice when there is none. */

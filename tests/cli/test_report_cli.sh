@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pinloader run --report [--json]`: a step of 20 ms (--step-ms) over a
+# `pinloader run --report [--json]`: a step of 50 ms (--step-ms) over a
 # data set that costs nothing to read is named the bottleneck ("consumer"),
 # in text and JSON; bad --workers / --prefetch values are refused; auto
 # workers and a replay run to the end with their report. Names the stage,
@@ -20,10 +20,10 @@ head -c $((3073 * 64)) /dev/zero >"$dir/c.bin"
 ds="cifar10:$dir/c.bin"
 base=(run --dataset "$ds" --batch-size 4 --device cpu --quiet)
 
-out=$("$cli" "${base[@]}" --workers 2 --step-ms 20 --max-batches 8 --report)
+out=$("$cli" "${base[@]}" --workers 2 --step-ms 50 --max-batches 8 --report)
 grep -q '^bound: consumer$' <<<"$out" || fail "text: $out"
 grep -q 'your training step is the bottleneck' <<<"$out" || fail "text: $out"
-json=$("$cli" "${base[@]}" --workers 2 --step-ms 20 --max-batches 8 --report --json | tail -n 1)
+json=$("$cli" "${base[@]}" --workers 2 --step-ms 50 --max-batches 8 --report --json | tail -n 1)
 [[ $json == '{"bound": "consumer",'* ]] || fail "json: $json"
 
 out=$("$cli" "${base[@]}" --workers auto --prefetch auto --epochs 3 --report)
