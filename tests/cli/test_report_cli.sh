@@ -32,8 +32,10 @@ out=$("$cli" "${base[@]}" --workers 1 --replay 2 --replay-after 3 --epochs 2 --r
 grep -q '^loaded: 128 samples in 32 batches' <<<"$out" || fail "replay: $out"
 grep -q 'of the ceiling' <<<"$out" || fail "replay: $out"
 
-for bad in "--workers autox" "--prefetch -1" "--cpu-budget 0" "--replay 0" "--step-ms -1"; do
-  if "$cli" "${base[@]}" $bad 2>"$dir/err"; then fail "accepted $bad"; fi
-  grep -q 'needs a valid value' "$dir/err" || fail "$bad: $(cat "$dir/err")"
+for bad in "--workers autox" "--prefetch -2" "--cpu-budget -1" "--replay 70000" "--step-ms -1"; do
+  rc=0
+  "$cli" "${base[@]}" $bad 2>"$dir/err" >/dev/null || rc=$?
+  [[ $rc == 2 && -s $dir/err ]] || fail "$bad: exit $rc: $(cat "$dir/err")"
 done
+grep -q 'step-ms needs a number of milliseconds' "$dir/err" || fail "step-ms: $(cat "$dir/err")"
 echo "test_report_cli: ok"
