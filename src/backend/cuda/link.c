@@ -2,7 +2,8 @@
  * device a few times on the backend's stream, timed with events, the best
  * of them kept. Measured once, at the loader's create when timings are on
  * (before any batch copy competes for the link): about 10 ms. */
-#include "backend/cuda/backend_cuda.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device.h"
 
 #define LINK_BYTES (32ull << 20) /* long enough to reach the full rate */
 #define LINK_RUNS 4
@@ -51,10 +52,12 @@ double pl_cuda_link_rate(pl_backend *b) {
   cuda_backend *be = cb_of(b);
   if (be->link_rate != 0)
     return be->link_rate > 0 ? be->link_rate : 0;
-  pl_status s;
-  int prev = pl_cuda_dev_enter(be, &s, NULL);
-  double rate = s == PL_OK ? measure(be) : 0;
-  pl_cuda_dev_leave(be, prev);
+  int prev = -1;
+  double rate = 0;
+  if (pl_cuda_enter(cuda_dev(be), &prev, NULL) == PL_OK) {
+    rate = measure(be);
+    pl_cuda_leave(cuda_dev(be), prev);
+  }
   be->link_rate = rate > 0 ? rate : -1;
   return rate;
 }
