@@ -240,7 +240,6 @@ def test_bad_image_fails_or_is_replaced(tmp_path):
     # marker" with the H200 machine's).
     with pytest.raises(pinloader.Error, match=r"img1\.jpg: JPEG: \S") as info:
         ds[1]
-    assert info.value.path.endswith("img1.jpg")
     skip = datasets.ImageFolder(tmp_path, size=32, on_error="skip")
     got = [skip[i][0] for i in range(6)]
     assert skip.replaced == 1
