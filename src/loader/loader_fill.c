@@ -78,7 +78,10 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
   void **d = p->nfields <= 64 ? dst : pl_malloc((size_t)p->nfields * sizeof *d);
   if (!d)
     return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+  double t_read = pl_stage_now(&c->tm); /* one clock per call, not sample */
   pl_status s = read_guarded(c, b, i0, i1, base, d);
+  if (t_read > 0)
+    b->read_ns += (uint64_t)((pl_now() - t_read) * 1e9);
   /* Waits for staging or copies that follow are not a stalled sample. */
   if (c->cfg.timeout_s > 0)
     atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
@@ -145,6 +148,7 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
 
 void pl_fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
+  b->read_ns = 0;
   compute_indices(c, b);
   pl_status s;
   switch (c->copy.mode) {
@@ -160,7 +164,7 @@ void pl_fill(pl_core *c, pl_batch *b) {
   }
   if (s != PL_OK && b->err.status == PL_OK)
     pl_errorf(&b->err, s, "%s", pl_status_str(s));
-  atomic_fetch_add_explicit(&c->worker_busy_ns,
-                            (uint64_t)((pl_now() - t0) * 1e9),
-                            memory_order_relaxed);
+  uint64_t busy = (uint64_t)((pl_now() - t0) * 1e9);
+  atomic_fetch_add_explicit(&c->worker_busy_ns, busy, memory_order_relaxed);
+  pl_timing_filled(&c->tm, b->read_ns, busy);
 }
