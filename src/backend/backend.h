@@ -30,6 +30,7 @@
 
 #include "core/common.h"
 #include "data/dataset.h"
+#include "data/transform.h"
 
 typedef struct pl_backend pl_backend;
 
@@ -37,6 +38,8 @@ typedef struct pl_bufmem {
   void *data; /* consumer-visible batch memory, `bytes` long */
   void *host; /* set by fill_begin: where the worker writes */
   uint64_t bytes;
+  uint32_t samples; /* set by the loader before fill_end or the last
+                       fill_spans: the batch's samples (for transforms) */
   void *priv; /* backend's per-buffer state */
 } pl_bufmem;
 
@@ -61,6 +64,13 @@ typedef struct pl_backend_config {
                               of one (0: batch_bytes) */
   int staging_buffers;     /* staging buffers the workers need at once */
   const pl_logger *log;    /* outlives the backend */
+  /* Device transforms (data/transform.h; NULL: none; outlives the
+   * backend): once a batch's copies are queued, a device backend runs the
+   * plan on its own stream, reading the staged bytes at m->data and
+   * writing the output at m->data + xform_out_off; deliver / wait_* then
+   * wait for that. A host backend ignores it (the workers transform). */
+  const pl_xform_plan *xform;
+  uint64_t xform_out_off;
 } pl_backend_config;
 
 typedef struct pl_backend_vt {

@@ -99,14 +99,15 @@ const char *pl_basename(const char *path) {
 }
 
 size_t pl_dtype_size(pl_dtype t) {
-  static const size_t sizes[PL_DTYPE_COUNT_] = {1, 1, 2, 2, 4, 4, 8, 2, 4, 8};
+  static const size_t sizes[PL_DTYPE_COUNT_] = {1, 1, 2, 2, 4, 4, 8, 2, 4, 8, 2};
   return (unsigned)t < PL_DTYPE_COUNT_ ? sizes[t] : 0;
 }
 
 const char *pl_dtype_name(pl_dtype t) {
   static const char *const names[PL_DTYPE_COUNT_] = {
       "uint8", "int8",  "int16",   "uint16",  "int32",
-      "uint32", "int64", "float16", "float32", "float64"};
+      "uint32", "int64", "float16", "float32", "float64",
+      "bfloat16"};
   return (unsigned)t < PL_DTYPE_COUNT_ ? names[t] : "invalid";
 }
 

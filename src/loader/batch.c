@@ -24,16 +24,19 @@ static int field_ok(const pl_batch *b, int field) {
 void *pl_batch_data(const pl_batch *b, int field) {
   if (!field_ok(b, field))
     return NULL;
-  return (char *)b->mem.data + b->core->field_off[field];
+  return (char *)b->mem.data + b->core->out_base + b->core->out_off[field];
 }
 
 uint64_t pl_batch_bytes(const pl_batch *b, int field) {
-  return field_ok(b, field) ? (uint64_t)b->size * b->core->field_bytes[field]
+  return field_ok(b, field) ? (uint64_t)b->size * b->core->out_bytes[field]
                             : 0;
 }
 
 const pl_field *pl_batch_field(const pl_batch *b, int field) {
-  return field_ok(b, field) ? &b->core->ds->fields[field] : NULL;
+  if (!field_ok(b, field))
+    return NULL;
+  const pl_core *c = b->core;
+  return c->xf ? &c->xf->out_fields[field] : &c->ds->fields[field];
 }
 
 pl_device_kind pl_batch_device(const pl_batch *b, int *index) {
@@ -67,7 +70,8 @@ pl_status pl_batch_copy_to_host(pl_batch *b, int field, uint64_t offset,
                      (unsigned long long)offset, (unsigned long long)(offset + n),
                      field, (unsigned long long)have);
   pl_backend *be = b->core->be;
-  return be->vt->read_back(be, &b->mem, b->core->field_off[field] + offset,
+  return be->vt->read_back(be, &b->mem,
+                           b->core->out_base + b->core->out_off[field] + offset,
                            dst, n, err);
 }
 

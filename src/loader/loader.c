@@ -205,6 +205,7 @@ static void slot_free(pl_core *c, pl_batch *b) {
   if (b->mem.data || b->mem.priv)
     c->be->vt->buf_free(c->be, &b->mem);
   free(b->spans);
+  free(b->scratch);
   free(b->sample_idx);
   free(b);
 }
@@ -215,7 +216,8 @@ static uint64_t spans_needed(const pl_core *c) {
   uint64_t n = 0;
   for (int f = 0; c->direct && f < c->nfields; f++)
     n += c->field_direct[f] ? c->cfg.batch_size : 1;
-  return c->direct ? n : c->chunk_samples ? (uint64_t)c->nfields : 0;
+  /* chunks: one copy per field, and one for the transforms' draws */
+  return c->direct ? n : c->chunk_samples ? (uint64_t)c->nfields + 1 : 0;
 }
 
 static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
@@ -225,8 +227,15 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   uint64_t nspans = spans_needed(c);
   if (b && nspans)
     b->spans = calloc((size_t)nspans, sizeof *b->spans);
-  if (!b || !b->sample_idx || (nspans && !b->spans)) {
+  if (b && c->xf_host)
+    /* a sample's input fields, then its draws */
+    b->scratch = malloc((size_t)(pl_align_up(c->ds->sample_bytes, 16) +
+                                 (uint64_t)c->xf->nparams *
+                                     sizeof(pl_xform_params) + 1));
+  if (!b || !b->sample_idx || (nspans && !b->spans) ||
+      (c->xf_host && !b->scratch)) {
     if (b) {
+      free(b->scratch);
       free(b->spans);
       free(b->sample_idx);
     }
@@ -234,9 +243,10 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for a batch");
   }
   b->core = c;
-  b->mem.bytes = c->buf_bytes;
+  b->mem.bytes = c->mem_bytes;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
+    free(b->scratch);
     free(b->spans);
     free(b->sample_idx);
     free(b);
@@ -273,6 +283,9 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
   pl_direct_free(c);
+  pl_xform_plan_free(c->xf);
+  free(c->out_off);
+  free(c->out_bytes);
   free(c->field_off);
   free(c->chunk_off);
   free(c->field_bytes);
@@ -288,6 +301,33 @@ void pl_core_unref(pl_core *c) {
 }
 
 /* ------------------------------------------------------------ create */
+
+/* The delivered layout, and where the plan's fields lie in both. With
+ * device transforms a batch buffer holds the staged bytes, then (from
+ * out_base) the delivered arrays. */
+static void delivered_layout(pl_core *c) {
+  uint64_t end = 0;
+  for (int f = 0; f < c->nfields; f++) {
+    c->out_off[f] = pl_align_up(end, FIELD_ALIGN);
+    c->out_bytes[f] = c->xf ? pl_field_bytes(&c->xf->out_fields[f])
+                            : c->field_bytes[f];
+    end = c->out_off[f] + (uint64_t)c->cfg.batch_size * c->out_bytes[f];
+  }
+  c->out_base = c->xf ? pl_align_up(c->buf_bytes, FIELD_ALIGN) : 0;
+  c->mem_bytes = c->xf ? c->out_base + PL_MAX(end, 1) : c->buf_bytes;
+  for (int i = 0; c->xf && i < c->xf->n; i++) {
+    c->xf->f[i].in_off = c->field_off[c->xf->f[i].field];
+    c->xf->f[i].out_off = c->out_off[c->xf->f[i].field];
+  }
+}
+
+/* A host backend: the workers transform each sample into the delivered
+ * layout, which is then the whole buffer (loader_fill.c). */
+static void host_transforms(pl_core *c) {
+  c->xf_host = 1;
+  c->mem_bytes -= c->out_base;
+  c->out_base = 0;
+}
 
 /* Staging for the CUDA backend: whole batches, prefetch-deep; or, for
  * large batches, chunks, two per worker so that one is gathered while the
@@ -322,10 +362,14 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
       .pin_memory = cfg->pin_memory,
       .non_blocking = cfg->non_blocking,
       .pinned_budget = cfg->pinned_budget,
-      .batch_bytes = c->buf_bytes,
+      .batch_bytes = c->mem_bytes,
       .log = &c->log,
+      .xform = c->xf,
+      .xform_out_off = c->out_base,
   };
   staging_plan(c, &bc);
+  if (c->xf && !bc.stage_bytes) /* staging holds the staged layout only */
+    bc.stage_bytes = c->buf_bytes;
   pl_status s = PL_OK;
   if (cfg->device == PL_DEVICE_CPU)
     s = pl_backend_cpu_create(&bc, &c->be, err);
@@ -334,6 +378,8 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
   /* Chunks need copies by spans; the CPU backend gathers in place. */
   if (s == PL_OK && !c->be->vt->fill_spans)
     c->chunk_samples = 0;
+  if (s == PL_OK && c->xf && c->be->kind == PL_DEVICE_CPU)
+    host_transforms(c);
   return s;
 }
 
@@ -343,7 +389,10 @@ static pl_status layout(pl_core *c) {
   c->field_off = calloc((size_t)ds->nfields, sizeof *c->field_off);
   c->field_bytes = calloc((size_t)ds->nfields, sizeof *c->field_bytes);
   c->chunk_off = calloc((size_t)ds->nfields, sizeof *c->chunk_off);
-  if (!c->field_off || !c->field_bytes || !c->chunk_off)
+  c->out_off = calloc((size_t)ds->nfields, sizeof *c->out_off);
+  c->out_bytes = calloc((size_t)ds->nfields, sizeof *c->out_bytes);
+  if (!c->field_off || !c->field_bytes || !c->chunk_off || !c->out_off ||
+      !c->out_bytes)
     return PL_NO_MEMORY;
   uint64_t end = 0;
   for (int f = 0; f < ds->nfields; f++) {
@@ -351,7 +400,14 @@ static pl_status layout(pl_core *c) {
     c->field_bytes[f] = ds->field_bytes[f];
     end = c->field_off[f] + (uint64_t)c->cfg.batch_size * ds->field_bytes[f];
   }
+  if (c->xf && c->xf->nparams) { /* the draws travel with the batch */
+    c->xf->params_off = pl_align_up(end, FIELD_ALIGN);
+    end = c->xf->params_off + (uint64_t)c->cfg.batch_size *
+                                  (uint64_t)c->xf->nparams *
+                                  sizeof(pl_xform_params);
+  }
   c->buf_bytes = PL_MAX(end, 1);
+  delivered_layout(c);
   return PL_OK;
 }
 
@@ -378,7 +434,14 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   c->max_slots = PL_MAX(c->max_slots, 1);
   c->slots = calloc((size_t)c->max_slots, sizeof *c->slots);
   *out = c;
-  if (!c->slots || layout(c) != PL_OK)
+  if (!c->slots)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  /* The plan keeps what it needs of the list: the caller's array may go. */
+  PL_TRY(pl_xform_plan_new(ds->fields, ds->nfields, cfg->transforms,
+                           cfg->num_transforms, &c->xf, err));
+  c->cfg.transforms = NULL;
+  c->cfg.num_transforms = 0;
+  if (layout(c) != PL_OK)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   PL_TRY(open_backend(c, err));
   pl_direct_setup(c);

@@ -87,6 +87,11 @@ void pl_direct_setup(pl_core *c) {
   const pl_dataset *ds = c->ds;
   if (!c->cfg.direct_copy || ds->length == 0)
     return;
+  if (c->xf && c->xf->nparams) {
+    direct_off(c, "random transforms (crop, flip) need their per-sample "
+                  "draws gathered with every field");
+    return;
+  }
   if (!bv->enable_direct || !bv->fill_spans) {
     direct_off(c, "they need a CUDA device (these batches live in host "
                   "memory)");

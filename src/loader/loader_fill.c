@@ -33,27 +33,69 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
         &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
 }
 
+/* Host transforms: the transformed fields of sample i, read into
+ * b->scratch (d), go to base + off[f] + k * out_bytes[f]. */
+static void transform_here(pl_core *c, pl_batch *b, uint32_t i, uint64_t k,
+                           uint8_t *base, const uint64_t *off, void **d) {
+  pl_xform_params draws[8];
+  pl_xform_params *pr = c->xf->nparams <= 8
+                            ? draws
+                            : (pl_xform_params *)(b->scratch +
+                                                  pl_align_up(c->ds->sample_bytes, 16));
+  pl_xform_draw(c->xf, c->cfg.seed, b->epoch, b->sample_idx[i], pr);
+  for (int j = 0; j < c->xf->n; j++) {
+    const pl_xform_field *x = &c->xf->f[j];
+    pl_xform_apply(c->xf, x, pr, d[x->field],
+                   base + off[x->field] + k * c->out_bytes[x->field]);
+  }
+}
+
+/* Where sample i's fields are read to: base + off[f] + k * stride[f], or
+ * (host transforms) a field of b->scratch when it is to be transformed. */
+static void destinations(pl_core *c, pl_batch *b, uint64_t k, uint8_t *base,
+                         const uint64_t *off, void **d) {
+  uint64_t sc = 0;
+  for (int f = 0; f < c->nfields; f++) {
+    if (c->xf_host && c->xf->xf_of[f] >= 0) {
+      d[f] = b->scratch + sc;
+      sc += c->field_bytes[f];
+    } else {
+      d[f] = base + off[f] + k * (c->xf_host ? c->out_bytes[f]
+                                             : c->field_bytes[f]);
+    }
+  }
+}
+
 /* Reads samples [i0, i1) of b: field f of sample i goes to
- * base + off[f] + (i - i0) * field_bytes[f]. */
+ * base + off[f] + (i - i0) * field_bytes[f], and (device transforms with
+ * random draws) the sample's draws to base + params_off. With host
+ * transforms, base is the delivered layout (loader_internal.h). */
 static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
                               uint32_t i1, uint8_t *base,
-                              const uint64_t *off) {
+                              const uint64_t *off, uint64_t params_off) {
   void *dst[64];
   void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
   if (!d)
     return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
   int timed = c->cfg.timeout_s > 0;
   const pl_sample_ctx ctx = {c->cfg.seed, b->epoch};
+  const int device_draws = c->xf && !c->xf_host && c->xf->nparams;
   pl_status s = PL_OK;
   for (uint32_t i = i0; i < i1 && s == PL_OK; i++) {
-    for (int f = 0; f < c->nfields; f++)
-      d[f] = base + off[f] + (uint64_t)(i - i0) * c->field_bytes[f];
+    uint64_t k = i - i0;
+    destinations(c, b, k, base, off, d);
+    if (device_draws)
+      pl_xform_draw(c->xf, c->cfg.seed, b->epoch, b->sample_idx[i],
+                    (pl_xform_params *)(base + params_off) +
+                        k * (uint64_t)c->xf->nparams);
     if (timed) {
       atomic_store_explicit(&b->cur_sample, b->sample_idx[i],
                             memory_order_relaxed);
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
     s = pl_dataset_read_sample(c->ds, b->sample_idx[i], &ctx, d, &b->err);
+    if (s == PL_OK && c->xf_host)
+      transform_here(c, b, i, k, base, off, d);
     if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
@@ -69,13 +111,16 @@ static pl_status fill_whole(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
   pl_copy_set_streaming(c->buf_bytes >= STREAM_BATCH_BYTES);
   PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
-  pl_status s = read_samples(c, b, 0, b->size, b->mem.host, c->field_off);
+  pl_status s = read_samples(c, b, 0, b->size, b->mem.host,
+                             c->xf_host ? c->out_off : c->field_off,
+                             c->xf ? c->xf->params_off : 0);
   pl_copy_fence(); /* the sources' streaming stores land before the DMA */
   if (s != PL_OK) {
     bv->fill_abort(c->be, &b->mem);
     return s;
   }
-  return bv->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
+  return bv->fill_end(c->be, &b->mem,
+                      c->xf_host ? c->mem_bytes : c->buf_bytes, &b->err);
 }
 
 static pl_status fill_chunked(pl_core *c, pl_batch *b) {
@@ -86,7 +131,8 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
              i1 = (uint32_t)PL_MIN(k0 + c->chunk_samples, (uint64_t)b->size);
     PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
     uint8_t *host = b->mem.host;
-    pl_status s = read_samples(c, b, i0, i1, host, c->chunk_off);
+    pl_status s = read_samples(c, b, i0, i1, host, c->chunk_off,
+                               c->chunk_params_off);
     if (s != PL_OK) {
       bv->fill_abort(c->be, &b->mem);
       return s;
@@ -97,6 +143,11 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
         b->spans[n++] = (pl_span){host + c->chunk_off[f],
                                   c->field_off[f] + i0 * c->field_bytes[f],
                                   (uint64_t)(i1 - i0) * c->field_bytes[f]};
+    uint64_t pbytes = c->xf ? (uint64_t)c->xf->nparams * sizeof(pl_xform_params) : 0;
+    if (pbytes)
+      b->spans[n++] = (pl_span){host + c->chunk_params_off,
+                                c->xf->params_off + i0 * pbytes,
+                                (uint64_t)(i1 - i0) * pbytes};
     int flags = (i0 == 0 ? PL_SPANS_FIRST : 0) |
                 (i1 == b->size ? PL_SPANS_LAST : 0);
     PL_TRY(bv->fill_spans(c->be, &b->mem, b->spans, n, flags, &b->err));
@@ -107,6 +158,7 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
 void pl_fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   compute_indices(c, b);
+  b->mem.samples = b->size;
   pl_status s = c->direct          ? pl_direct_fill(c, b)
                 : c->chunk_samples ? fill_chunked(c, b)
                                    : fill_whole(c, b);
@@ -123,7 +175,8 @@ void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes) {
   if (!chunk_bytes || chunk_bytes == UINT64_MAX ||
       c->buf_bytes / 2 <= chunk_bytes)
     return;
-  uint64_t per = 0;
+  uint64_t pbytes = c->xf ? (uint64_t)c->xf->nparams * sizeof(pl_xform_params) : 0;
+  uint64_t per = pbytes;
   for (int f = 0; f < c->nfields; f++)
     per += c->field_bytes[f];
   uint64_t k = PL_MAX(chunk_bytes / PL_MAX(per, 1), 1);
@@ -133,6 +186,8 @@ void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes) {
     c->chunk_off[f] = pl_align_up(end, 64);
     end = c->chunk_off[f] + k * c->field_bytes[f];
   }
+  c->chunk_params_off = pl_align_up(end, 64);
+  end = c->chunk_params_off + k * pbytes;
   c->chunk_samples = (uint32_t)k;
   *stage_bytes = PL_MAX(end, 1);
 }

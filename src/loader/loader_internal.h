@@ -53,6 +53,7 @@ struct pl_batch {
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
   pl_span *spans;       /* chunked or direct mode: see spans_needed */
+  uint8_t *scratch;     /* host transforms: one sample's input fields */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
@@ -84,6 +85,19 @@ struct pl_core {
    * whole batches. */
   uint32_t chunk_samples; /* samples per chunk */
   uint64_t *chunk_off;    /* per field: its array in a chunk */
+
+  /* Transforms (data/transform.h), fixed at create; xf NULL: none. The
+   * staged layout (field_off, field_bytes, buf_bytes, plus the draws at
+   * xf->params_off) is what workers gather and the backend copies; the
+   * delivered layout (out_off, out_bytes, from out_base in a batch buffer)
+   * is what the consumer sees. Without transforms the two are one. */
+  pl_xform_plan *xf;
+  int xf_host;          /* the workers transform (a host backend) */
+  uint64_t out_base;    /* device transforms: the output in a buffer */
+  uint64_t *out_off;    /* per field: its delivered array, from out_base */
+  uint64_t *out_bytes;  /* per field: one delivered sample */
+  uint64_t mem_bytes;   /* one batch buffer */
+  uint64_t chunk_params_off; /* chunked: the draws in a chunk */
 
   /* Direct mode (loader_direct.c), fixed at create. */
   int direct;            /* large fields are copied from the dataset itself */

@@ -284,11 +284,15 @@ static void buf_events_destroy(cuda_buf *cb) {
     cudaEventDestroy(cb->done);
   if (cb->released)
     cudaEventDestroy(cb->released);
+  if (cb->copied)
+    cudaEventDestroy(cb->copied);
 }
 
 static pl_status buf_events_create(cuda_buf *cb, pl_error *err) {
   CUDA_TRY(cudaEventCreateWithFlags(&cb->done, cudaEventDisableTiming), err);
   CUDA_TRY(cudaEventCreateWithFlags(&cb->released, cudaEventDisableTiming),
+           err);
+  CUDA_TRY(cudaEventCreateWithFlags(&cb->copied, cudaEventDisableTiming),
            err);
   return PL_OK;
 }
@@ -341,6 +345,8 @@ static void cuda_buf_free(pl_backend *b, pl_bufmem *m) {
      * The stream, not just `done`: a batch that failed halfway through its
      * chunks queued copies that no `done` covers. */
     cudaStreamSynchronize(be->stream);
+    if (be->xstream)
+      cudaStreamSynchronize(be->xstream);
     cudaEventSynchronize(cb->done);
     if (cb->has_released)
       cudaEventSynchronize(cb->released);
@@ -387,15 +393,15 @@ static pl_status issue_copy(cuda_backend *be, pl_bufmem *m, uint64_t used,
     CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
     cb->has_released = 0;
   }
+  PL_TRY(pl_cuda_xform_before_copy(be, cb, err));
   if (PL_FAULT(PL_FAULT_COPY))
     return pl_cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyAsync");
   CUDA_TRY(cudaEventRecord(cb->stage->start, s), err);
   CUDA_TRY(cudaMemcpyAsync(m->data, cb->stage->p, used,
                            cudaMemcpyHostToDevice, s),
            err);
-  CUDA_TRY(cudaEventRecord(cb->done, s), err);
   CUDA_TRY(cudaEventRecord(cb->stage->done, s), err);
-  return PL_OK;
+  return pl_cuda_xform_complete(be, m, err); /* records cb->done */
 }
 
 static pl_status fill_end_in(cuda_backend *be, pl_bufmem *m, uint64_t used,
@@ -547,6 +553,8 @@ static void cuda_stats(pl_backend *b, pl_loader_stats *out) {
 
 static pl_status sync_in(cuda_backend *be, pl_error *err) {
   CUDA_TRY(cudaStreamSynchronize(be->stream), err);
+  if (be->xstream) /* and the transforms that follow them */
+    CUDA_TRY(cudaStreamSynchronize(be->xstream), err);
   return PL_OK;
 }
 
@@ -566,6 +574,7 @@ static void cuda_destroy(pl_backend *b) {
   for (int i = 0; be->stages && i < be->cfg.staging_buffers; i++)
     stage_free(be, &be->stages[i]);
   pl_cuda_direct_destroy(be);
+  pl_cuda_xform_destroy(be);
   if (be->stream)
     cudaStreamDestroy(be->stream);
   (void)cudaGetLastError();
@@ -659,6 +668,7 @@ static pl_status cuda_setup(cuda_backend *be, const pl_backend_config *cfg,
   PL_TRY(describe_device(be, err));
   CUDA_TRY(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking),
            err);
+  PL_TRY(pl_cuda_xform_setup(be, err));
   pl_log(cfg->log, PL_LOG_DEBUG,
          "%s: %d staging buffers of %llu bytes, %s, pinned budget %llu bytes, "
          "NUMA node %d",

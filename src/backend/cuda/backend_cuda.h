@@ -30,6 +30,8 @@ typedef struct staging {
 typedef struct cuda_buf {
   cudaEvent_t done;     /* the last copy into it finished */
   cudaEvent_t released; /* the consumer's last use of it */
+  cudaEvent_t copied;   /* transforms: the staged bytes landed (engine
+                           stream); `done` then follows the kernels */
   int has_released;     /* `released` recorded since the last copy */
   staging *stage;       /* attached between fill_begin and fill_end */
   /* Direct mode, batches with no staging buffer: their own timed events
@@ -63,6 +65,12 @@ typedef struct cuda_backend {
   void **sources;
   int nsources;
   atomic_int no_batch_api; /* cudaMemcpyBatchAsync unsupported: loop */
+
+  /* Device transforms (backend_cuda_transform.c): the kernels run on a
+   * stream of their own, so that the next batch's copy need not wait for
+   * them; the plan's tables live in device memory from create on. */
+  cudaStream_t xstream;
+  void *xtable;
 
   atomic_int warned; /* the one pinning-fallback warning was logged */
   _Atomic uint64_t batches_copied, bytes_copied, pinned_bytes,
@@ -118,5 +126,18 @@ pl_status pl_cuda_fill_spans(pl_backend *b, pl_bufmem *m, const pl_span *sp,
                              int n, int flags, pl_error *err);
 void pl_cuda_direct_buf_free(cuda_backend *be, cuda_buf *cb);
 void pl_cuda_direct_destroy(cuda_backend *be);
+
+/* backend_cuda_transform.c: device transforms (cfg.xform). setup at
+ * create (stream, tables); before_copy on the engine stream before the
+ * first copy into a buffer (the last transform of it has read its staged
+ * bytes); complete after the last copy: queues the kernels and records
+ * cb->done after them. destroy at backend destroy. Without a plan
+ * before_copy does nothing and complete only records cb->done. */
+pl_status pl_cuda_xform_setup(cuda_backend *be, pl_error *err);
+pl_status pl_cuda_xform_before_copy(cuda_backend *be, cuda_buf *cb,
+                                    pl_error *err);
+pl_status pl_cuda_xform_complete(cuda_backend *be, pl_bufmem *m,
+                                 pl_error *err);
+void pl_cuda_xform_destroy(cuda_backend *be);
 
 #endif /* PL_BACKEND_CUDA_H */

@@ -270,13 +270,15 @@ static pl_status issue_spans(cuda_backend *be, pl_bufmem *m,
     CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
     cb->has_released = 0;
   }
+  if (flags & PL_SPANS_FIRST)
+    PL_TRY(pl_cuda_xform_before_copy(be, cb, err));
   if (PL_FAULT(PL_FAULT_COPY))
     return pl_cuda_fail(err, cudaErrorInvalidValue, "cudaMemcpyBatchAsync");
   CUDA_TRY(cudaEventRecord(start, s), err);
   PL_TRY(copy_all(be, cb, n, err));
   /* One stream: the last piece's event also covers the earlier pieces. */
-  if (flags & PL_SPANS_LAST)
-    CUDA_TRY(cudaEventRecord(cb->done, s), err);
+  if (flags & PL_SPANS_LAST) /* records cb->done, after any transforms */
+    PL_TRY(pl_cuda_xform_complete(be, m, err));
   CUDA_TRY(cudaEventRecord(done, s), err);
   cb->timing = cb->stage == NULL;
   return PL_OK;
