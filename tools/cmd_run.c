@@ -17,6 +17,8 @@ typedef struct run_opts {
   uint64_t max_batches; /* 0: no limit */
   const char *order_out, *save_state, *resume;
   int checksum, quiet, env_ranks;
+  pl_transform xf[8]; /* --normalize, --to, --random-crop, --flip, ... */
+  int nxf;
 } run_opts;
 
 typedef struct run_totals {
@@ -57,7 +59,57 @@ static void run_usage(FILE *f) {
       "  --timeout SEC       fail a sample that loads longer than this\n"
       "  --order-out FILE    write delivered dataset indices, one per line\n"
       "  --checksum          print the FNV-1a checksum of delivered bytes\n"
-      "  --quiet             no progress bar\n");
+      "  --quiet             no progress bar\n"
+      "transforms of the `image` field (on the GPU after the copy; in the\n"
+      "workers on the CPU), in this order whatever the flags' order:\n"
+      "  --random-crop PAD   zero-pad PAD pixels, crop the original size back\n"
+      "                      at a random offset (torchvision RandomCrop)\n"
+      "  --flip              random horizontal flip, p = 0.5\n"
+      "  --to T              float32, bf16 or fp16: x / 255 (ConvertImageDtype)\n"
+      "  --normalize M,S     (x / 255 - M) / S; M1,..,Mc,S1,..,Sc per channel\n"
+      "  --channels-last     deliver [H,W,C] per sample (default [C,H,W])\n"
+      "  --int64-labels      widen the `label` field to int64\n");
+}
+
+/* Appends a transform of kind k to the CLI's list (at most one each). */
+static pl_transform *add_xf(run_opts *o, pl_transform_kind k) {
+  for (int i = 0; i < o->nxf; i++)
+    if (o->xf[i].kind == k)
+      return &o->xf[i];
+  pl_transform_init(&o->xf[o->nxf], k);
+  return &o->xf[o->nxf++];
+}
+
+/* "M,S" or "M1,..,Mc,S1,..,Sc" into t's mean and std. 0 on success. */
+static int parse_normalize(const char *v, pl_transform *t) {
+  float vals[2 * PL_TRANSFORM_MAX_CHANNELS];
+  int n = 0;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", v);
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    double d;
+    if (n == 2 * PL_TRANSFORM_MAX_CHANNELS || cli_parse_double(tok, &d))
+      return 1;
+    vals[n++] = (float)d;
+  }
+  if (n < 2 || n % 2)
+    return 1;
+  t->num_channels = n / 2;
+  for (int c = 0; c < n / 2; c++)
+    t->mean[c] = vals[c], t->std[c] = vals[n / 2 + c];
+  return 0;
+}
+
+static int parse_to(const char *v, pl_transform *t) {
+  if (!strcmp(v, "float32") || !strcmp(v, "fp32"))
+    t->dtype = PL_FLOAT32;
+  else if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16"))
+    t->dtype = PL_BFLOAT16;
+  else if (!strcmp(v, "fp16") || !strcmp(v, "float16"))
+    t->dtype = PL_FLOAT16;
+  else
+    return 1;
+  return 0;
 }
 
 /* One flag. Returns 0, or 2 with a message for a bad flag. */
@@ -74,8 +126,17 @@ static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--sync")) c->non_blocking = 0, need = 0;
   else if (!strcmp(a, "--direct")) c->direct_copy = 1, need = 0;
   else if (!strcmp(a, "--quiet")) o->quiet = 1, need = 0;
+  else if (!strcmp(a, "--flip")) add_xf(o, PL_TRANSFORM_RANDOM_HFLIP), need = 0;
+  else if (!strcmp(a, "--channels-last"))
+    add_xf(o, PL_TRANSFORM_LAYOUT)->layout = PL_LAYOUT_HWC, need = 0;
+  else if (!strcmp(a, "--int64-labels")) add_xf(o, PL_TRANSFORM_TO_INT64), need = 0;
   else if (!v) bad = 1;
   else if (!strcmp(a, "--dataset")) o->dataset = v;
+  else if (!strcmp(a, "--normalize"))
+    bad = parse_normalize(v, add_xf(o, PL_TRANSFORM_NORMALIZE));
+  else if (!strcmp(a, "--to")) bad = parse_to(v, add_xf(o, PL_TRANSFORM_CONVERT));
+  else if (!strcmp(a, "--random-crop"))
+    bad = cli_parse_int(v, 0, 4096, &add_xf(o, PL_TRANSFORM_RANDOM_CROP)->padding);
   else if (!strcmp(a, "--order-out")) o->order_out = v;
   else if (!strcmp(a, "--save-state")) o->save_state = v;
   else if (!strcmp(a, "--resume")) o->resume = v;
@@ -131,6 +192,8 @@ static int parse_run(run_opts *o, int argc, char **argv) {
     if (parse_flag(o, argc, argv, &i))
       return 2;
   }
+  o->cfg.transforms = o->xf;
+  o->cfg.num_transforms = o->nxf;
   return 0;
 }
 

@@ -18,9 +18,11 @@ import weakref
 
 from . import _pinloader as _C
 from . import datasets
+from . import transforms as _transforms
 from ._pinloader import Error
 
-__all__ = ["DataLoader", "Error", "datasets", "cuda_available", "__version__"]
+transforms = _transforms
+__all__ = ["DataLoader", "Error", "datasets", "transforms", "cuda_available", "__version__"]
 
 __version__ = _C.version()
 
@@ -77,6 +79,15 @@ def _converter(output):
     return _numpy_from
 
 
+def _channels_last(convert, names):
+    """torch tensors of the named [N,H,W,C] fields as their [N,C,H,W]
+    channels_last view (transforms.ChannelsLast)."""
+    def conv(fa):
+        t = convert(fa)
+        return t.permute(0, 3, 1, 2) if fa.name in names and hasattr(t, "permute") else t
+    return conv
+
+
 def _from_dataset(exc):
     """Whether exc was raised by a Python dataset's __getitem__ (the note
     _pinloader adds; before 3.11 such errors are PL_CALLBACK Errors)."""
@@ -117,6 +128,9 @@ class DataLoader:
     pinned_budget (bytes of page-locked memory, 0 = what prefetch needs),
     direct_copy (CUDA: copy samples of 64 KiB and more straight from the
     page-locked data files, no CPU gather; IDX and records datasets),
+    transforms (a list of pinloader.transforms: RandomCrop, RandomHorizontalFlip,
+    ConvertImageDtype, Normalize, ChannelsLast, ToInt64; on the GPU after the
+    copy for CUDA batches, in the workers otherwise),
     max_batch_buffers (batch buffers the pool may grow to, counting batches
     you keep; 0 = prefetch + 2 + num_workers), rank / world_size (sharding as
     DistributedSampler; None = from torchrun's / MPI's environment, else
@@ -127,7 +141,7 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=None,
                  drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
                  device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
-                 max_batch_buffers=0, output="auto", direct_copy=False):
+                 max_batch_buffers=0, output="auto", direct_copy=False, transforms=None):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
         if num_workers < 0:
@@ -152,7 +166,10 @@ class DataLoader:
         self.timeout = float(timeout)
         self.seed = int(seed)
         self.device = kind if index < 0 else "%s:%d" % (kind, index)
+        specs, channels_last = _transforms.specs(transforms)
         self._convert = _converter(output)
+        if channels_last:
+            self._convert = _channels_last(self._convert, channels_last)
         # A Python dataset gets a callback wrapper of its own, so that the
         # exceptions its __getitem__ raises reach this loader.
         self._ds = datasets.from_python(dataset)
@@ -174,6 +191,7 @@ class DataLoader:
             rank=-1 if rank is None else int(rank),
             world_size=-1 if world_size is None else int(world_size),
             timeout=self.timeout,
+            transforms=specs,
         )
         self._mid_epoch = False  # an iteration stopped before the epoch's end
         self._iter_gen = itertools.count(1)

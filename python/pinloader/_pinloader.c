@@ -150,6 +150,9 @@ static DLDataType dl_dtype(pl_dtype t) {
   case PL_FLOAT16: case PL_FLOAT32: case PL_FLOAT64:
     d.code = kDLFloat;
     break;
+  case PL_BFLOAT16:
+    d.code = kDLBfloat;
+    break;
   default:
     break;
   }
@@ -1220,6 +1223,13 @@ static int fa_getbuffer(FieldArrayObject *self, Py_buffer *view, int flags) {
     return -1;
   }
   const pl_field *f = fa_field(self);
+  if (f->dtype == PL_BFLOAT16) { /* the struct module has no bfloat16 */
+    PyErr_SetString(PyExc_BufferError,
+                    "bfloat16 has no buffer-protocol format: use __dlpack__ "
+                    "(torch)");
+    view->obj = NULL;
+    return -1;
+  }
   view->buf = pl_batch_data(self->h->batch, self->field);
   view->obj = (PyObject *)self;
   Py_INCREF(self);
@@ -1294,6 +1304,90 @@ static int parse_device(const char *s, pl_device_kind *kind) {
   return 0;
 }
 
+/* One transform: (kind, field or None, input_layout, height, width,
+ * padding, fill, p, dtype, mean, std, layout), as pinloader/transforms.py
+ * builds it. */
+static int transform_from(PyObject *tup, pl_transform *t) {
+  static const char *const kinds[] = {"", "RANDOM_CROP", "RANDOM_HFLIP",
+                                      "CONVERT", "NORMALIZE", "LAYOUT",
+                                      "TO_INT64"};
+  const char *kind, *field, *dtype;
+  int in_layout, h, w, pad, fill, layout;
+  float p;
+  PyObject *mean, *std;
+  if (!PyTuple_Check(tup) ||
+      !PyArg_ParseTuple(tup, "sziiiiifsOOi:transform", &kind, &field,
+                        &in_layout, &h, &w, &pad, &fill, &p, &dtype, &mean,
+                        &std, &layout))
+    return -1;
+  int k = 0;
+  for (int i = 1; i < (int)(sizeof kinds / sizeof *kinds); i++)
+    if (!strcmp(kinds[i], kind))
+      k = i;
+  if (!k) {
+    PyErr_Format(PyExc_ValueError, "unknown transform kind '%s'", kind);
+    return -1;
+  }
+  pl_transform_init(t, (pl_transform_kind)k);
+  t->field = field;
+  t->input_layout = (pl_layout)in_layout;
+  t->size[0] = h, t->size[1] = w;
+  t->padding = pad;
+  t->fill = (uint8_t)fill;
+  t->p = p;
+  t->layout = (pl_layout)layout;
+  pl_dtype d;
+  if (dtype_from_name(dtype, &d) < 0)
+    return -1;
+  t->dtype = d;
+  PyObject *ms[2] = {mean, std};
+  for (int j = 0; j < 2; j++) {
+    PyObject *seq = PySequence_Fast(ms[j], "mean and std are sequences");
+    if (!seq)
+      return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > PL_TRANSFORM_MAX_CHANNELS) {
+      Py_DECREF(seq);
+      PyErr_SetString(PyExc_ValueError, "more than 16 channels in mean/std");
+      return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+      double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+      (j ? t->std : t->mean)[i] = (float)v;
+    }
+    Py_DECREF(seq);
+    if (PyErr_Occurred())
+      return -1;
+    t->num_channels = (int)n;
+  }
+  return 0;
+}
+
+/* The list into a PyMem array (freed by the caller after create); its
+ * field names point into the list's strings, alive during create. */
+static int transforms_from(PyObject *list, pl_loader_config *cfg) {
+  if (list == Py_None)
+    return 0;
+  PyObject *seq = PySequence_Fast(list, "transforms must be a sequence");
+  if (!seq)
+    return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  pl_transform *t = PyMem_Calloc((size_t)n + 1, sizeof *t);
+  int rc = t ? 0 : -1;
+  if (!t)
+    PyErr_NoMemory();
+  for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+    rc = transform_from(PySequence_Fast_GET_ITEM(seq, i), &t[i]);
+  Py_DECREF(seq);
+  if (rc < 0) {
+    PyMem_Free(t);
+    return -1;
+  }
+  cfg->transforms = t;
+  cfg->num_transforms = (int)n;
+  return 0;
+}
+
 static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
                          pl_loader_config *cfg) {
   static char *kwlist[] = {
@@ -1301,7 +1395,8 @@ static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
       "drop_last",   "num_workers",    "prefetch",    "device",
       "device_index", "pin_memory",    "non_blocking", "pinned_budget",
       "max_batch_buffers", "rank",     "world_size",  "timeout",
-      "epoch",       "direct_copy", NULL};
+      "epoch",       "direct_copy", "transforms", NULL};
+  PyObject *transforms = Py_None;
   unsigned long batch_size = 1;
   int shuffle = 0, drop_last = 0, num_workers = 0, prefetch = 0;
   int device_index = -1, pin_memory = 1, non_blocking = 1, direct_copy = 0;
@@ -1310,10 +1405,11 @@ static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
   const char *device = "cpu";
   double timeout = 0;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "O!|kpKpiisippKKLLdKp:Loader", kwlist, &DatasetType, dso,
+          args, kw, "O!|kpKpiisippKKLLdKpO:Loader", kwlist, &DatasetType, dso,
           &batch_size, &shuffle, &seed, &drop_last, &num_workers, &prefetch,
           &device, &device_index, &pin_memory, &non_blocking, &pinned_budget,
-          &max_buffers, &rank, &world_size, &timeout, &epoch, &direct_copy))
+          &max_buffers, &rank, &world_size, &timeout, &epoch, &direct_copy,
+          &transforms))
     return -1;
   pl_loader_config_init(cfg);
   pl_error err;
@@ -1347,7 +1443,7 @@ static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
     cfg->world_size = (uint32_t)world_size;
   cfg->timeout_s = timeout;
   cfg->epoch = epoch;
-  return 0;
+  return transforms_from(transforms, cfg);
 }
 
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -1361,6 +1457,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   Py_BEGIN_ALLOW_THREADS
   s = pl_loader_create(dso->ds, &cfg, &ld, &err);
   Py_END_ALLOW_THREADS
+  PyMem_Free((void *)cfg.transforms); /* the loader copied the list */
   if (s != PL_OK)
     return raise_pl(&err);
   LoaderObject *self = (LoaderObject *)type->tp_alloc(type, 0);
