@@ -85,8 +85,12 @@ static int parse_normalize(const char *v, pl_transform *t) {
   float vals[2 * PL_TRANSFORM_MAX_CHANNELS];
   int n = 0;
   char buf[512];
+  if (strlen(v) >= sizeof buf)
+    return 1;
   snprintf(buf, sizeof buf, "%s", v);
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
     double d;
     if (n == 2 * PL_TRANSFORM_MAX_CHANNELS || cli_parse_double(tok, &d))
       return 1;

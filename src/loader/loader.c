@@ -549,7 +549,8 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
   }
   c->batches_delivered++;
   c->samples_delivered += b->size;
-  c->bytes_delivered += (uint64_t)b->size * c->ds->sample_bytes;
+  for (int f = 0; f < c->nfields; f++) /* as delivered: transformed */
+    c->bytes_delivered += (uint64_t)b->size * c->out_bytes[f];
   *out = b;
   return PL_OK;
 }

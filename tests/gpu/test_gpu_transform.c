@@ -274,7 +274,7 @@ static void test_loader(void) {
 /* Direct mode (records, large images): normalize + layout only, the draws
  * being none; the CUDA bytes equal the CPU's. */
 static void test_direct(void) {
-  enum { S = 96, REC = S * S * 3 + 1, M = 40 };
+  enum { S = 160, REC = S * S * 3 + 1, M = 40 }; /* 75 KiB images: direct */
   const char *path = pl_test_path("images.rec");
   FILE *fp = fopen(path, "wb");
   for (int i = 0; fp && i < M; i++)
