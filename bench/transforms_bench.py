@@ -267,7 +267,7 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--parts", default="seed,large,resnet")
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--large-epochs", type=int, default=3)
+    ap.add_argument("--large-epochs", type=int, default=25)  # an epoch is ~12 ms
     ap.add_argument("--torch-workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--quick", action="store_true", help="small sizes, no torch peers (a smoke test)")
     a = ap.parse_args()
