@@ -430,14 +430,46 @@ static void widen(const pl_xform_field *x, const void *src, int64_t *dst) {
   }
 }
 
-/* The input value under output pixel (y, x), channel c. */
-static uint8_t pixel(const pl_xform_field *f, const uint8_t *src, int32_t sy,
-                     int32_t sx, int32_t c) {
-  if (sy < 0 || sy >= f->H || sx < 0 || sx >= f->W)
-    return f->fill;
-  return f->in_hwc ? src[((int64_t)sy * f->W + sx) * f->C + c]
-                   : src[((int64_t)c * f->H + sy) * f->W + sx];
+/* Element strides of an image: channel, row, pixel. */
+typedef struct strides {
+  int64_t c, y, x;
+} strides;
+
+static strides strides_of(int hwc, int32_t C, int32_t H, int32_t W) {
+  strides s = {(int64_t)H * W, W, 1};
+  if (hwc)
+    s = (strides){1, (int64_t)W * C, C};
+  return s;
 }
+
+/* One image with T-sized output elements: output (c, y, x) is the table
+ * entry of input (c, y + oy - pad, xs + ox - pad), xs = x or OW - 1 - x,
+ * or of the fill value outside the image. */
+#define DEFINE_IMAGE_APPLY(NAME, T)                                          \
+  static void NAME(const pl_xform_field *f, const pl_xform_params *pr,      \
+                   const T *tab, const uint8_t *in, T *out) {               \
+    strides is = strides_of(f->in_hwc, f->C, f->H, f->W);                   \
+    strides os = strides_of(f->out_hwc, f->C, f->OH, f->OW);                \
+    for (int32_t c = 0; c < f->C; c++) {                                    \
+      const T *tc = tab + (size_t)c * 256;                                  \
+      for (int32_t y = 0; y < f->OH; y++) {                                 \
+        int32_t sy = y + pr->oy - f->pad;                                   \
+        int row_in = sy >= 0 && sy < f->H;                                  \
+        const uint8_t *row = in + c * is.c + (row_in ? sy : 0) * is.y;      \
+        T *o = out + c * os.c + y * os.y;                                   \
+        for (int32_t x = 0; x < f->OW; x++) {                               \
+          int32_t sx = (pr->flip ? f->OW - 1 - x : x) + pr->ox - f->pad;    \
+          uint8_t v = row_in && sx >= 0 && sx < f->W ? row[sx * is.x]       \
+                                                     : f->fill;             \
+          o[x * os.x] = tc[v];                                              \
+        }                                                                   \
+      }                                                                     \
+    }                                                                       \
+  }
+
+DEFINE_IMAGE_APPLY(image_u8, uint8_t)
+DEFINE_IMAGE_APPLY(image_u16, uint16_t)
+DEFINE_IMAGE_APPLY(image_u32, uint32_t)
 
 void pl_xform_apply(const pl_xform_plan *p, const pl_xform_field *f,
                     const pl_xform_params *params, const void *src,
@@ -448,19 +480,16 @@ void pl_xform_apply(const pl_xform_plan *p, const pl_xform_field *f,
   }
   pl_xform_params none = {0, 0, 0, 0};
   const pl_xform_params *pr = f->slot >= 0 && params ? &params[f->slot] : &none;
-  const uint8_t *tab = p->table + f->table_off, *in = src;
-  uint8_t *out = dst;
-  const uint32_t sz = f->out_size;
-  for (int32_t y = 0; y < f->OH; y++) {
-    int32_t sy = y + pr->oy - f->pad;
-    for (int32_t x = 0; x < f->OW; x++) {
-      int32_t sx = (pr->flip ? f->OW - 1 - x : x) + pr->ox - f->pad;
-      for (int32_t c = 0; c < f->C; c++) {
-        uint64_t e = f->out_hwc ? ((uint64_t)y * f->OW + x) * f->C + c
-                                : ((uint64_t)c * f->OH + y) * f->OW + x;
-        const uint8_t *t = tab + ((uint64_t)c * 256 + pixel(f, in, sy, sx, c)) * sz;
-        memcpy(out + e * sz, t, sz);
-      }
-    }
+  const uint8_t *tab = p->table + f->table_off;
+  switch (f->out_size) {
+  case 1:
+    image_u8(f, pr, tab, src, dst);
+    break;
+  case 2:
+    image_u16(f, pr, (const uint16_t *)(const void *)tab, src, dst);
+    break;
+  default:
+    image_u32(f, pr, (const uint32_t *)(const void *)tab, src, dst);
+    break;
   }
 }
