@@ -118,6 +118,8 @@ def extension():
 setup(
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtWithKernels},
-    # Out of CMake's build/: the Python build lives in build-python/.
-    options={"build": {"build_base": "build-python"}},
+    # Out of CMake's build/: the Python build lives in build-python/ (a
+    # host-only one in build-python-nocuda/, so neither reuses the other's
+    # objects).
+    options={"build": {"build_base": "build-python" if find_cuda() else "build-python-nocuda"}},
 )

@@ -117,8 +117,10 @@ pl_status pl_dataset_read_sample(const pl_dataset *ds, uint64_t index,
                                  const pl_sample_ctx *ctx, void *const *dst,
                                  pl_error *err) {
   pl_status s = ds->vt->read(ds, index, ctx, dst, err);
-  if (s != PL_OK)
+  if (s != PL_OK) {
     pl_error_prefix(err, "sample %llu", (unsigned long long)index);
+    pl_error_set_sample(err, index);
+  }
   return s;
 }
 

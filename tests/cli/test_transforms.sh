@@ -20,10 +20,10 @@ expect_usage_error() {
   [ $rc -eq 2 ] || fail "run $* exited $rc, want 2"
   grep -qF -- "$want" "$T/err" || fail "run $*: stderr lacks '$want': $(cat "$T/err")"
 }
-expect_usage_error "--to needs a valid value, not int8" --to int8
-expect_usage_error "--normalize needs a valid value, not 0.5" --normalize 0.5
-expect_usage_error "--normalize needs a valid value, not 1,2,3" --normalize 1,2,3
-expect_usage_error "--random-crop needs a valid value, not -1" --random-crop -1
+expect_usage_error "--to must be float32, bf16 or fp16, got int8" --to int8
+expect_usage_error "--normalize must be MEAN,STD or M1,..,Mc,S1,..,Sc (at most 16 channels), got 0.5" --normalize 0.5
+expect_usage_error "got 1,2,3" --normalize 1,2,3
+expect_usage_error "--random-crop must be " --random-crop -1
 
 "$PY" - "$T" <<'PY'
 import sys, numpy as np
