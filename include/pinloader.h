@@ -201,7 +201,107 @@ PL_API pl_status pl_dataset_open_records(const pl_record_format *fmt,
                                          const char *const *paths, int npaths,
                                          pl_dataset **out, pl_error *err);
 
-/* "idx:IMAGES,LABELS" or "cifar10:FILE[,FILE...]", as the CLI's --dataset. */
+/* Token shards for language models (docs/sources.md): nanoGPT's raw .bin
+ * files (uint16, or uint32 with format PL_TOKENS_RAW_U32) and llm.c shards
+ * (a 256 x int32 header: magic 20240520 version 1 for uint16 tokens, magic
+ * 20240801 version 7 for uint32; then the token count's tokens). Each
+ * sample is a window of context + 1 tokens of one shard (never two): field
+ * `x` its first `context` tokens, `y` the same shifted by one. */
+typedef enum pl_tokens_format {
+  PL_TOKENS_AUTO = 0, /* an llm.c header when the magic is there, else raw
+                         uint16 */
+  PL_TOKENS_RAW_U16,
+  PL_TOKENS_RAW_U32,
+  PL_TOKENS_LLMC
+} pl_tokens_format;
+
+typedef struct pl_tokens_options {
+  size_t struct_size;  /* set by _init */
+  uint64_t context;    /* T, tokens in x and in y; required (> 0) */
+  uint64_t samples;    /* > 0: this many windows per epoch, each at a random
+                          offset drawn from (seed, epoch, index) as nanoGPT's
+                          get_batch does; 0: windows stride through each
+                          shard (dataset length = the windows that fit) */
+  uint64_t stride;     /* stride mode: tokens between window starts; 0 means
+                          context (non-overlapping x windows) */
+  pl_dtype dtype;      /* delivered: PL_INT64 (default: torch's embedding
+                          indices), PL_INT32, PL_UINT32, or PL_UINT16 for
+                          uint16 shards */
+  pl_tokens_format format;
+} pl_tokens_options;
+
+PL_API void pl_tokens_options_init(pl_tokens_options *o);
+PL_API pl_status pl_dataset_open_tokens(const char *const *paths, int npaths,
+                                        const pl_tokens_options *opt,
+                                        pl_dataset **out, pl_error *err);
+
+/* NumPy arrays: .npy files (memory-mapped; C order; bool, integers of 8 to
+ * 64 bits, float16/32/64, complex64/128; little- or big-endian) zipped as
+ * the fields of one dataset over their first axis, in the order given,
+ * each field named by its file's stem; a path ending in .npz gives all its
+ * members (stored uncompressed, as np.savez writes) as fields, in the
+ * archive's order. bool is delivered as uint8 (0/1), uint64 as int64 (the
+ * same bytes), complex as float [..., 2] (real, imaginary), big-endian
+ * arrays in host order. Refused: Fortran order, object and structured
+ * dtypes, compressed members (np.savez_compressed), 0-d arrays, first axes
+ * of different lengths. */
+PL_API pl_status pl_dataset_open_npy(const char *const *paths, int npaths,
+                                     pl_dataset **out, pl_error *err);
+
+/* Image folders (docs/sources.md): torchvision's ImageFolder layout
+ * ROOT/CLASS/NAME.jpg|jpeg|png (classes sorted by name, labels their index),
+ * or a list file of "PATH LABEL" lines (paths relative to the list file's
+ * folder unless absolute). JPEG through libjpeg-turbo, PNG through libpng;
+ * grayscale, palette and CMYK become RGB. Fields: `image` uint8 [3, size,
+ * size] (CHW), `label` int64 [], and with crop_field `crop` int32 [5]
+ * (top, left, height, width, flipped) in the source image's pixels. */
+typedef enum pl_image_on_error {
+  PL_IMAGE_ERROR_FAIL = 0, /* a bad file fails its batch, naming the file */
+  PL_IMAGE_ERROR_SKIP      /* replaced by another sample chosen from the
+                              index alone; counted (pl_dataset_replaced) and
+                              logged at WARN through the loader's log hook */
+} pl_image_on_error;
+
+typedef struct pl_image_options {
+  size_t struct_size; /* set by _init */
+  uint32_t size;      /* output height and width; default 224 */
+  int train;          /* 1 (default): RandomResizedCrop(size, scale, ratio)
+                         as torchvision samples it, from (seed, epoch,
+                         index), then a horizontal flip with flip_p; 0:
+                         Resize(resize) of the shorter side + CenterCrop */
+  double scale_min, scale_max; /* crop area share; default 0.08, 1 */
+  double ratio_min, ratio_max; /* crop aspect (w/h); default 3/4, 4/3 */
+  double flip_p;               /* default 0.5 */
+  uint32_t resize;    /* eval: shorter side before the center crop; 0 means
+                         size / 0.875 (256 for 224) */
+  int dct_scaling;    /* JPEG: decode at 1/2, 1/4, 1/8 scale when the crop
+                         stays at least as large as the output; default 1 */
+  int crop_field;     /* add the `crop` field (for checks); default 0 */
+  pl_image_on_error on_error;
+} pl_image_options;
+
+PL_API void pl_image_options_init(pl_image_options *o);
+/* PL_UNSUPPORTED when this build has no JPEG/PNG decoder (the message says
+ * what to install). */
+PL_API pl_status pl_dataset_open_images(const char *root_or_list,
+                                        const pl_image_options *opt,
+                                        pl_dataset **out, pl_error *err);
+
+/* Samples a source replaced (images with PL_IMAGE_ERROR_SKIP); 0 for
+ * sources that never replace. */
+PL_API uint64_t pl_dataset_replaced(const pl_dataset *ds);
+
+/* Any source by kind ("idx", "cifar10", "tokens", "npy", "images"), its
+ * files, and "key=value&key=value" options (NULL or "" for none; the keys
+ * of each kind are listed in docs/sources.md). */
+PL_API pl_status pl_dataset_open(const char *kind, const char *const *paths,
+                                 int npaths, const char *options,
+                                 pl_dataset **out, pl_error *err);
+
+/* A dataset spec, as the CLI's --dataset: KIND:FILE[,FILE...][?OPTIONS],
+ * e.g. "idx:IMAGES,LABELS", "cifar10:FILE[,FILE...]",
+ * "tokens:train.bin?context=1024&samples=100000", "npy:x.npy,y.npy",
+ * "images:ROOT?size=224". */
 PL_API pl_status pl_dataset_open_spec(const char *spec, pl_dataset **out,
                                       pl_error *err);
 

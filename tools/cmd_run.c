@@ -35,8 +35,10 @@ enum { F_DATASET, F_EPOCHS, F_MAX_BATCHES, F_ORDER_OUT, F_SAVE_STATE,
        F_RESUME, F_CHECKSUM, F_QUIET, F_RANDOM_CROP, F_FLIP, F_TO,
        F_NORMALIZE, F_CHANNELS_LAST, F_INT64_LABELS };
 static const cli_flag run_flags[] = {
-    {"dataset", "SPEC", "idx:IMAGES,LABELS or cifar10:FILE[,FILE...] "
-     "(default: Fashion-MNIST train from " FASHION_DIR ")", F_DATASET, 0, 0, 0,
+    {"dataset", "SPEC", "idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
+     "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...] or "
+     "images:ROOT[?size=224] (options: docs/sources.md; "
+     "default: Fashion-MNIST train from " FASHION_DIR ")", F_DATASET, 0, 0, 0,
      NULL},
     {"epochs", "N", "epochs to load (default 1)", F_EPOCHS, 1, 1, UINT64_MAX,
      NULL},

@@ -656,6 +656,35 @@ static PyObject *mod_open_cifar10(PyObject *m, PyObject *arg) {
   return s == PL_OK ? dataset_wrap(ds, NULL) : raise_pl(&err);
 }
 
+/* open(kind, [paths], options) -> Dataset: any native source through
+ * pl_dataset_open ("tokens", "npy", "images", ...; options "k=v&k=v"). */
+static PyObject *mod_open(PyObject *m, PyObject *args) {
+  const char *kind, *options;
+  PyObject *paths_obj, *keep;
+  const char **paths;
+  int n;
+  if (!PyArg_ParseTuple(args, "sOs:open", &kind, &paths_obj, &options) ||
+      paths_from(paths_obj, &keep, &paths, &n) < 0)
+    return NULL;
+  pl_dataset *ds = NULL;
+  pl_error err;
+  pl_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = pl_dataset_open(kind, paths, n, options, &ds, &err);
+  Py_END_ALLOW_THREADS
+  PyMem_Free(paths);
+  Py_DECREF(keep);
+  return s == PL_OK ? dataset_wrap(ds, NULL) : raise_pl(&err);
+}
+
+/* replaced(dataset) -> samples the source replaced (on_error="skip"). */
+static PyObject *mod_replaced(PyObject *m, PyObject *arg) {
+  if (!PyObject_TypeCheck(arg, &DatasetType))
+    return PyErr_Format(PyExc_TypeError, "expected a Dataset");
+  return PyLong_FromUnsignedLongLong(
+      pl_dataset_replaced(((DatasetObject *)arg)->ds));
+}
+
 /* (name, dtype, shape) → pl_field; shape a sequence of ints. */
 static int field_from(PyObject *name, PyObject *dtype, PyObject *shape,
                       pl_field *f) {
@@ -1993,6 +2022,8 @@ static PyObject *mod_version(PyObject *m, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"open_idx", mod_open_idx, METH_VARARGS, "open_idx(images, labels)"},
     {"open_cifar10", mod_open_cifar10, METH_O, "open_cifar10([paths])"},
+    {"open", mod_open, METH_VARARGS, "open(kind, [paths], options)"},
+    {"replaced", mod_replaced, METH_O, "replaced(dataset) -> int"},
     {"open_records", (PyCFunction)(void (*)(void))mod_open_records,
      METH_VARARGS | METH_KEYWORDS,
      "open_records(paths, header_bytes, record_bytes, fields)"},

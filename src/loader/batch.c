@@ -1,6 +1,8 @@
 /* The batch handle the consumer takes and gives back. */
 #include "loader/loader_internal.h"
 
+#include <assert.h>
+
 uint32_t pl_batch_size(const pl_batch *b) { return b ? b->size : 0; }
 uint64_t pl_batch_epoch(const pl_batch *b) { return b ? b->epoch : 0; }
 /* b->index counts from the stream's first batch; a stream restored from a
@@ -18,7 +20,7 @@ uint64_t pl_batch_sample_index(const pl_batch *b, uint32_t i) {
 }
 
 static int field_ok(const pl_batch *b, int field) {
-  return b && field >= 0 && field < b->core->nfields;
+  return b && field >= 0 && field < b->core->ds->nfields;
 }
 
 void *pl_batch_data(const pl_batch *b, int field) {
@@ -81,7 +83,9 @@ void pl_batch_release(pl_batch *b, void *stream) {
   pl_core *c = b->core;
   c->be->vt->release(c->be, &b->mem, stream);
   pthread_mutex_lock(&c->mu);
+  assert(b->state == SLOT_HELD); /* released once */
   b->state = SLOT_FREE;
+  assert(c->refs > 0);
   int last = --c->refs == 0;
   pthread_cond_signal(&c->work_cv);  /* a buffer for one more job */
   pthread_cond_signal(&c->ready_cv); /* a consumer filling it itself */

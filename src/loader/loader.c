@@ -5,18 +5,13 @@
 
 #include "core/options.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { FIELD_ALIGN = 256 };
-
-/* copy_chunk_bytes 0: chunks this large fit a last-level cache many times
- * over with two per worker, yet are copied at nearly the full PCIe rate
- * (bench/results/chunk-probe-h200-2026-12-01.md). */
-#define DEFAULT_CHUNK_BYTES (4ull << 20)
 
 /* ------------------------------------------------------------ config */
 
@@ -123,6 +118,7 @@ static pl_batch *find_job(pl_core *c, uint64_t job) {
 /* Claims the next job into a free buffer. [mu] The sample indices are
  * computed later, by the filler, outside the lock. */
 static pl_batch *claim(pl_core *c, pl_batch *b) {
+  assert(b->state == SLOT_FREE);
   b->state = SLOT_FILLING;
   b->gen = c->gen;
   b->job = c->next_claim++;
@@ -136,6 +132,7 @@ static pl_batch *claim(pl_core *c, pl_batch *b) {
 
 /* Publishes a filled buffer. [mu] */
 static void publish(pl_core *c, pl_batch *b) {
+  assert(b->state == SLOT_FILLING);
   if (slot_is_stale(c, b)) {
     b->state = SLOT_FREE;
     pthread_cond_signal(&c->work_cv);
@@ -175,37 +172,18 @@ static void slot_free(pl_core *c, pl_batch *b) {
   if (b->mem.data || b->mem.priv)
     c->be->vt->buf_free(c->be, &b->mem);
   free(b->spans);
-  free(b->scratch);
   free(b->sample_idx);
   free(b);
 }
 
-/* Copies one batch (direct mode) or one chunk needs at most: the size of
- * b->spans. */
-static uint64_t spans_needed(const pl_core *c) {
-  uint64_t n = 0;
-  for (int f = 0; c->direct && f < c->nfields; f++)
-    n += c->field_direct[f] ? c->cfg.batch_size : 1;
-  /* chunks: one copy per field, and one for the transforms' draws */
-  return c->direct ? n : c->chunk_samples ? (uint64_t)c->nfields + 1 : 0;
-}
-
 static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
-  pl_batch *b = calloc(1, sizeof *b);
+  pl_batch *b = pl_calloc(1, sizeof *b);
   if (b)
-    b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
-  uint64_t nspans = spans_needed(c);
-  if (b && nspans)
-    b->spans = calloc((size_t)nspans, sizeof *b->spans);
-  if (b && c->xf_host)
-    /* a sample's input fields, then its draws */
-    b->scratch = malloc((size_t)(pl_align_up(c->ds->sample_bytes, 16) +
-                                 (uint64_t)c->xf->nparams *
-                                     sizeof(pl_xform_params) + 1));
-  if (!b || !b->sample_idx || (nspans && !b->spans) ||
-      (c->xf_host && !b->scratch)) {
+    b->sample_idx = pl_calloc(c->cfg.batch_size, sizeof *b->sample_idx);
+  if (b && b->sample_idx)
+    b->spans = pl_calloc((size_t)c->copy.max_spans, sizeof *b->spans);
+  if (!b || !b->sample_idx || !b->spans) {
     if (b) {
-      free(b->scratch);
       free(b->spans);
       free(b->sample_idx);
     }
@@ -216,7 +194,6 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   b->mem.bytes = c->mem_bytes;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
-    free(b->scratch);
     free(b->spans);
     free(b->sample_idx);
     free(b);
@@ -252,18 +229,16 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
-  pl_direct_free(c);
+  pl_copy_plan_free(&c->copy);
   pl_xform_plan_free(c->xf);
   free(c->out_off);
   free(c->out_bytes);
-  free(c->field_off);
-  free(c->chunk_off);
-  free(c->field_bytes);
   free(c);
 }
 
 void pl_core_unref(pl_core *c) {
   pthread_mutex_lock(&c->mu);
+  assert(c->refs > 0);
   int last = --c->refs == 0;
   pthread_mutex_unlock(&c->mu);
   if (last)
@@ -272,49 +247,123 @@ void pl_core_unref(pl_core *c) {
 
 /* ------------------------------------------------------------ create */
 
-/* The delivered layout, and where the plan's fields lie in both. With
- * device transforms a batch buffer holds the staged bytes, then (from
- * out_base) the delivered arrays. */
+static void direct_off(pl_core *c, const char *why) {
+  pl_log(&c->log, PL_LOG_INFO,
+         "copies straight from the dataset's memory are off: %s", why);
+}
+
+static pl_plan_request plan_request(const pl_core *c) {
+  const pl_loader_config *cfg = &c->cfg;
+  return (pl_plan_request){
+      .ds = c->ds,
+      .batch_size = cfg->batch_size,
+      .num_workers = cfg->num_workers,
+      .prefetch = c->prefetch,
+      .copy_chunk_bytes = cfg->copy_chunk_bytes,
+      .direct_copy = cfg->direct_copy,
+      .pin_memory = cfg->pin_memory,
+      .pinned_budget = cfg->pinned_budget,
+      .extra_sample_bytes = c->xf ? (uint64_t)c->xf->nparams *
+                                        sizeof(pl_xform_params)
+                                  : 0,
+  };
+}
+
+/* The delivered layout, after the plan's staged one: with transforms a
+ * batch buffer holds the staged bytes, then (from out_base) the delivered
+ * arrays; without, the two are one. Tells the plan's fields where they
+ * lie in both. */
 static void delivered_layout(pl_core *c) {
+  const pl_copy_plan *p = &c->copy;
   uint64_t end = 0;
-  for (int f = 0; f < c->nfields; f++) {
-    c->out_off[f] = pl_align_up(end, FIELD_ALIGN);
-    c->out_bytes[f] = c->xf ? pl_field_bytes(&c->xf->out_fields[f])
-                            : c->field_bytes[f];
-    end = c->out_off[f] + (uint64_t)c->cfg.batch_size * c->out_bytes[f];
+  for (int f = 0; f < c->ds->nfields; f++) {
+    if (!c->xf) {
+      c->out_off[f] = p->fields[f].batch_off;
+      c->out_bytes[f] = p->fields[f].bytes;
+      continue;
+    }
+    c->out_off[f] = pl_align_up(end, 256);
+    c->out_bytes[f] = pl_field_bytes(&c->xf->out_fields[f]);
+    end = c->out_off[f] + (uint64_t)p->batch_size * c->out_bytes[f];
   }
-  c->out_base = c->xf ? pl_align_up(c->buf_bytes, FIELD_ALIGN) : 0;
-  c->mem_bytes = c->xf ? c->out_base + PL_MAX(end, 1) : c->buf_bytes;
+  c->out_base = c->xf ? pl_align_up(p->batch_bytes, 256) : 0;
+  c->mem_bytes = c->xf ? c->out_base + PL_MAX(end, 1) : p->batch_bytes;
   for (int i = 0; c->xf && i < c->xf->n; i++) {
-    c->xf->f[i].in_off = c->field_off[c->xf->f[i].field];
+    c->xf->f[i].in_off = p->fields[c->xf->f[i].field].batch_off;
     c->xf->f[i].out_off = c->out_off[c->xf->f[i].field];
   }
+  if (c->xf && c->xf->nparams)
+    c->xf->params_off = p->fields[c->ds->nfields].batch_off;
 }
 
-/* A host backend: the workers transform each sample into the delivered
- * layout, which is then the whole buffer (loader_fill.c). */
-static void host_transforms(pl_core *c) {
-  c->xf_host = 1;
-  c->mem_bytes -= c->out_base;
-  c->out_base = 0;
+/* What the plan that was kept says about direct mode. */
+static void log_plan(pl_core *c, double seconds) {
+  const pl_copy_plan *p = &c->copy;
+  if (p->why_not_direct[0])
+    direct_off(c, p->why_not_direct);
+  if (p->mode != PL_PLAN_DIRECT)
+    return;
+  pl_log(&c->log, PL_LOG_INFO,
+         "%llu bytes of dataset memory page-locked in place (%d region%s, "
+         "%.2f s): samples of 64 KiB and more are copied from it, with no "
+         "gather",
+         (unsigned long long)p->region_bytes, p->nregions,
+         p->nregions == 1 ? "" : "s", seconds);
 }
 
-/* Staging for the CUDA backend: whole batches, prefetch-deep; or, for
- * large batches, chunks, two per worker so that one is gathered while the
- * other is copied (loader_fill.c). */
-static void staging_plan(pl_core *c, pl_backend_config *bc) {
-  int w = PL_MAX(c->cfg.num_workers, 1);
-  uint64_t chunk = c->cfg.copy_chunk_bytes ? c->cfg.copy_chunk_bytes
-                                           : DEFAULT_CHUNK_BYTES;
-  pl_chunk_plan(c, chunk, &bc->stage_bytes);
-  bc->staging_buffers = c->chunk_samples ? 2 * w + 2
-                                         : PL_MIN(c->prefetch, w) + 2;
+static pl_status create_backend(pl_core *c, pl_device_kind kind,
+                                pl_error *err) {
+  const pl_loader_config *cfg = &c->cfg;
+  pl_backend_config bc = {
+      .device_index = cfg->device_index,
+      .pin_memory = cfg->pin_memory,
+      .non_blocking = cfg->non_blocking,
+      .plan = &c->copy,
+      .log = &c->log,
+      .xform = c->xf,
+      .xform_out_off = c->out_base,
+      .xform_buf_bytes = c->mem_bytes,
+  };
+  c->xf_host = c->xf && kind == PL_DEVICE_CPU;
+  return kind == PL_DEVICE_CPU ? pl_backend_cpu_create(&bc, &c->be, err)
+                               : pl_backend_cuda_create(&bc, &c->be, err);
+}
+
+/* The copy plan for this kind of backend, then the backend made with it.
+ * One fallback: a direct plan whose dataset memory the driver will not
+ * page-lock (another process holds it, say) is planned again without
+ * direct mode, and the log says why. */
+static pl_status plan_and_create(pl_core *c, pl_device_kind kind,
+                                 pl_error *err) {
+  pl_backend_caps caps = kind == PL_DEVICE_CPU ? pl_backend_cpu_caps()
+                                               : pl_backend_cuda_caps();
+  pl_plan_request req = plan_request(c);
+  pl_copy_plan_free(&c->copy);
+  PL_TRY(pl_copy_plan_make(&caps, &req, &c->copy, err));
+  delivered_layout(c);
+  double t0 = pl_now();
+  pl_status s = create_backend(c, kind, err);
+  if (s != PL_OK && c->copy.mode == PL_PLAN_DIRECT && s != PL_NO_DEVICE &&
+      s != PL_UNSUPPORTED) {
+    direct_off(c, err ? err->message : pl_status_str(s));
+    pl_error_clear(err);
+    req.direct_copy = 0;
+    pl_copy_plan_free(&c->copy);
+    PL_TRY(pl_copy_plan_make(&caps, &req, &c->copy, err));
+    delivered_layout(c);
+    s = create_backend(c, kind, err);
+  }
+  if (s == PL_OK)
+    log_plan(c, pl_now() - t0);
+  return s;
 }
 
 /* CUDA, or (device AUTO) the CPU with a notice when there is none. */
-static pl_status open_cuda(pl_core *c, pl_backend_config *bc, pl_error *err) {
+static pl_status open_backend(pl_core *c, pl_error *err) {
   const pl_loader_config *cfg = &c->cfg;
-  pl_status s = pl_backend_cuda_create(bc, &c->be, err);
+  if (cfg->device == PL_DEVICE_CPU)
+    return plan_and_create(c, PL_DEVICE_CPU, err);
+  pl_status s = plan_and_create(c, PL_DEVICE_CUDA, err);
   if (s == PL_OK || cfg->device == PL_DEVICE_CUDA)
     return s;
   if (s != PL_NO_DEVICE && s != PL_UNSUPPORTED)
@@ -322,68 +371,12 @@ static pl_status open_cuda(pl_core *c, pl_backend_config *bc, pl_error *err) {
   pl_log(&c->log, PL_LOG_INFO, "no usable CUDA device (%s); using the CPU",
          err ? err->message : pl_status_str(s));
   pl_error_clear(err);
-  return pl_backend_cpu_create(bc, &c->be, err);
-}
-
-static pl_status open_backend(pl_core *c, pl_error *err) {
-  const pl_loader_config *cfg = &c->cfg;
-  pl_backend_config bc = {
-      .device_index = cfg->device_index,
-      .pin_memory = cfg->pin_memory,
-      .non_blocking = cfg->non_blocking,
-      .pinned_budget = cfg->pinned_budget,
-      .batch_bytes = c->mem_bytes,
-      .log = &c->log,
-      .xform = c->xf,
-      .xform_out_off = c->out_base,
-  };
-  staging_plan(c, &bc);
-  if (c->xf && !bc.stage_bytes) /* staging holds the staged layout only */
-    bc.stage_bytes = c->buf_bytes;
-  pl_status s = PL_OK;
-  if (cfg->device == PL_DEVICE_CPU)
-    s = pl_backend_cpu_create(&bc, &c->be, err);
-  else
-    s = open_cuda(c, &bc, err);
-  /* Chunks need copies by spans; the CPU backend gathers in place. */
-  if (s == PL_OK && !c->be->vt->fill_spans)
-    c->chunk_samples = 0;
-  if (s == PL_OK && c->xf && c->be->kind == PL_DEVICE_CPU)
-    host_transforms(c);
-  return s;
-}
-
-static pl_status layout(pl_core *c) {
-  const pl_dataset *ds = c->ds;
-  c->nfields = ds->nfields;
-  c->field_off = calloc((size_t)ds->nfields, sizeof *c->field_off);
-  c->field_bytes = calloc((size_t)ds->nfields, sizeof *c->field_bytes);
-  c->chunk_off = calloc((size_t)ds->nfields, sizeof *c->chunk_off);
-  c->out_off = calloc((size_t)ds->nfields, sizeof *c->out_off);
-  c->out_bytes = calloc((size_t)ds->nfields, sizeof *c->out_bytes);
-  if (!c->field_off || !c->field_bytes || !c->chunk_off || !c->out_off ||
-      !c->out_bytes)
-    return PL_NO_MEMORY;
-  uint64_t end = 0;
-  for (int f = 0; f < ds->nfields; f++) {
-    c->field_off[f] = pl_align_up(end, FIELD_ALIGN);
-    c->field_bytes[f] = ds->field_bytes[f];
-    end = c->field_off[f] + (uint64_t)c->cfg.batch_size * ds->field_bytes[f];
-  }
-  if (c->xf && c->xf->nparams) { /* the draws travel with the batch */
-    c->xf->params_off = pl_align_up(end, FIELD_ALIGN);
-    end = c->xf->params_off + (uint64_t)c->cfg.batch_size *
-                                  (uint64_t)c->xf->nparams *
-                                  sizeof(pl_xform_params);
-  }
-  c->buf_bytes = PL_MAX(end, 1);
-  delivered_layout(c);
-  return PL_OK;
+  return plan_and_create(c, PL_DEVICE_CPU, err);
 }
 
 static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
                           pl_core **out, pl_error *err) {
-  pl_core *c = calloc(1, sizeof *c);
+  pl_core *c = pl_calloc(1, sizeof *c);
   if (!c)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pthread_mutex_init(&c->mu, NULL);
@@ -402,19 +395,18 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
                      ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
                      : c->prefetch + 2 + w;
   c->max_slots = PL_MAX(c->max_slots, 1);
-  c->slots = calloc((size_t)c->max_slots, sizeof *c->slots);
+  c->slots = pl_calloc((size_t)c->max_slots, sizeof *c->slots);
   *out = c;
-  if (!c->slots)
+  c->out_off = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->out_off);
+  c->out_bytes = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->out_bytes);
+  if (!c->slots || !c->out_off || !c->out_bytes)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   /* The plan keeps what it needs of the list: the caller's array may go. */
   PL_TRY(pl_xform_plan_new(ds->fields, ds->nfields, cfg->transforms,
                            cfg->num_transforms, &c->xf, err));
   c->cfg.transforms = NULL;
   c->cfg.num_transforms = 0;
-  if (layout(c) != PL_OK)
-    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   PL_TRY(open_backend(c, err));
-  pl_direct_setup(c);
   pl_core_restart(c, cfg->epoch, 0);
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
@@ -439,7 +431,7 @@ static void stop_workers(pl_loader *ld) {
 }
 
 static pl_status start_workers(pl_loader *ld, int n, pl_error *err) {
-  ld->threads = calloc((size_t)PL_MAX(n, 1), sizeof *ld->threads);
+  ld->threads = pl_calloc((size_t)PL_MAX(n, 1), sizeof *ld->threads);
   if (!ld->threads)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   for (int i = 0; i < n; i++) {
@@ -463,7 +455,7 @@ pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
   PL_TRY(pl_loader_config_upgrade(cfg, &full, err));
   cfg = &full;
   PL_TRY(validate(ds, cfg, err));
-  pl_loader *ld = calloc(1, sizeof *ld);
+  pl_loader *ld = pl_calloc(1, sizeof *ld);
   if (!ld)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pl_status s = core_new(ds, cfg, &ld->core, err);
@@ -492,6 +484,7 @@ void pl_loader_destroy(pl_loader *ld) {
 
 static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
                          pl_error *err) {
+  assert(b->state == SLOT_READY);
   b->state = SLOT_HELD;
   c->refs++;
   c->next_deliver++;
@@ -505,6 +498,7 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     c->end_pending = next_b == 0;
   }
   pthread_cond_signal(&c->work_cv); /* one more job may be claimed */
+  assert(c->refs >= 2); /* the loader handle and this batch */
   pthread_mutex_unlock(&c->mu);
   pl_status s = c->be->vt->deliver(c->be, &b->mem, err);
   pthread_mutex_lock(&c->mu);
@@ -517,13 +511,14 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
   }
   c->batches_delivered++;
   c->samples_delivered += b->size;
-  for (int f = 0; f < c->nfields; f++) /* as delivered: transformed */
+  for (int f = 0; f < c->ds->nfields; f++) /* as delivered: transformed */
     c->bytes_delivered += (uint64_t)b->size * c->out_bytes[f];
   *out = b;
   return PL_OK;
 }
 
 static pl_status take_failure(pl_core *c, pl_batch *b, pl_error *err) {
+  assert(b->state == SLOT_FAILED && b->err.status != PL_OK);
   pl_status s = b->err.status;
   if (err)
     *err = b->err;

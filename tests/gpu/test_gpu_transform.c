@@ -6,8 +6,7 @@
  * images, shapes whose rows are and are not multiples of 8 elements;
  * labels of every integer dtype widened to int64. Then the loader: a CUDA
  * loader with the CIFAR recipe delivers exactly the CPU loader's bytes,
- * with whole-batch and chunked copies, 0 and 3 workers, and in direct mode
- * with normalize + layout only. Exits 77 without CUDA or a GPU. */
+ * with whole-batch and chunked copies, 0 and 3 workers, and in direct mode. Exits 77 without CUDA or a GPU. */
 #include "testutil.h"
 
 #ifndef PL_HAVE_CUDA
@@ -271,8 +270,9 @@ static void test_loader(void) {
   pl_dataset_destroy(ds);
 }
 
-/* Direct mode (records, large images): normalize + layout only, the draws
- * being none; the CUDA bytes equal the CPU's. */
+/* Direct mode (records, large images): the images copied in place, the
+ * labels and the flip's draws gathered; normalize, layout and flip on the
+ * device equal the CPU's bytes. */
 static void test_direct(void) {
   enum { S = 160, REC = S * S * 3 + 1, M = 40 }; /* 75 KiB images: direct */
   const char *path = pl_test_path("images.rec");
@@ -294,8 +294,8 @@ static void test_direct(void) {
   CHECK_OK(pl_dataset_open_records(&fmt, &path, 1, &ds, &err), &err);
   if (!ds)
     return;
-  pl_transform t[3] = {xf(PL_TRANSFORM_NORMALIZE), xf(PL_TRANSFORM_CONVERT),
-                       xf(PL_TRANSFORM_LAYOUT)};
+  pl_transform t[4] = {xf(PL_TRANSFORM_NORMALIZE), xf(PL_TRANSFORM_CONVERT),
+                       xf(PL_TRANSFORM_LAYOUT), xf(PL_TRANSFORM_RANDOM_HFLIP)};
   t[0].num_channels = 1;
   t[0].mean[0] = 0.45f, t[0].std[0] = 0.225f;
   t[1].dtype = PL_BFLOAT16;
@@ -309,7 +309,7 @@ static void test_direct(void) {
     cfg.num_workers = 2;
     cfg.direct_copy = 1;
     cfg.transforms = t;
-    cfg.num_transforms = 3;
+    cfg.num_transforms = 4; /* the flip's draws are gathered beside */
     pl_loader *ld = NULL;
     CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
     if (!ld)

@@ -1,6 +1,6 @@
 /* Device transforms in the CUDA backend: after a batch's copies the
  * kernels of backend/cuda/transform.cu turn the staged bytes (m->data) into
- * the delivered arrays (m->data + xform_out_off), on a stream of the
+ * the delivered arrays (m->data + xf_out_off), on a stream of the
  * backend's own:
  *
  *   engine stream:  [wait buf.done] copies . record buf.copied
@@ -12,11 +12,11 @@
  * buf.done, because the kernels read the staged bytes it overwrites (the
  * consumer's release alone does not say they are done: a batch may be
  * released unread). */
-#include "backend/cuda/backend_cuda.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/transform_cuda.h"
 
 pl_status pl_cuda_xform_setup(cuda_backend *be, pl_error *err) {
-  const pl_xform_plan *p = be->cfg.xform;
+  const pl_xform_plan *p = be->xf;
   if (!p)
     return PL_OK;
   CUDA_TRY(cudaStreamCreateWithFlags(&be->xstream, cudaStreamNonBlocking),
@@ -33,7 +33,7 @@ pl_status pl_cuda_xform_setup(cuda_backend *be, pl_error *err) {
 
 pl_status pl_cuda_xform_before_copy(cuda_backend *be, cuda_buf *cb,
                                     pl_error *err) {
-  if (be->cfg.xform) /* a never-recorded event is no wait */
+  if (be->xf) /* a never-recorded event is no wait */
     CUDA_TRY(cudaStreamWaitEvent(be->stream, cb->done, 0), err);
   return PL_OK;
 }
@@ -41,7 +41,7 @@ pl_status pl_cuda_xform_before_copy(cuda_backend *be, cuda_buf *cb,
 pl_status pl_cuda_xform_complete(cuda_backend *be, pl_bufmem *m,
                                  pl_error *err) {
   cuda_buf *cb = m->priv;
-  const pl_xform_plan *p = be->cfg.xform;
+  const pl_xform_plan *p = be->xf;
   if (!p) {
     CUDA_TRY(cudaEventRecord(cb->done, be->stream), err);
     return PL_OK;
@@ -50,7 +50,7 @@ pl_status pl_cuda_xform_complete(cuda_backend *be, pl_bufmem *m,
   CUDA_TRY(cudaStreamWaitEvent(be->xstream, cb->copied, 0), err);
   uint8_t *base = m->data;
   CUDA_TRY(pl_cuda_xform_batch(p, be->xtable, base,
-                               base + be->cfg.xform_out_off, m->samples,
+                               base + be->xf_out_off, m->samples,
                                be->xstream),
            err);
   CUDA_TRY(cudaEventRecord(cb->done, be->xstream), err);

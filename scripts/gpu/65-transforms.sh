@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU part 60: device transforms (issue 14). The kernels' and the CUDA
+# GPU part 65: device transforms (issue 14). The kernels' and the CUDA
 # loader's equality with the host reference (tests/gpu/test_gpu_transform,
 # python/tests/test_transforms.py's CUDA cases), then bench/transforms_bench.py:
 # the seeds' benchmark with normalization on the device (floor 4.90 s),
