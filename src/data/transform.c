@@ -320,7 +320,7 @@ static pl_status plan_fields(pl_xform_plan *p, const pl_field *fields,
 }
 
 static pl_status build_tables(pl_xform_plan *p, const field_spec *spec) {
-  p->table = calloc(1, (size_t)PL_MAX(p->table_bytes, 1));
+  p->table = pl_calloc(1, (size_t)PL_MAX(p->table_bytes, 1));
   if (!p->table)
     return PL_NO_MEMORY;
   for (int i = 0; i < p->n; i++)
@@ -340,13 +340,13 @@ pl_status pl_xform_plan_new(const pl_field *fields, int nfields,
   if (!t)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "num_transforms is %d but transforms is NULL", n);
-  pl_xform_plan *p = calloc(1, sizeof *p);
-  field_spec *spec = calloc((size_t)nfields, sizeof *spec);
+  pl_xform_plan *p = pl_calloc(1, sizeof *p);
+  field_spec *spec = pl_calloc((size_t)PL_MAX(nfields, 1), sizeof *spec);
   if (p) {
     p->nfields = nfields;
-    p->f = calloc((size_t)nfields, sizeof *p->f);
-    p->out_fields = calloc((size_t)nfields, sizeof *p->out_fields);
-    p->xf_of = malloc((size_t)nfields * sizeof *p->xf_of);
+    p->f = pl_calloc((size_t)PL_MAX(nfields, 1), sizeof *p->f);
+    p->out_fields = pl_calloc((size_t)PL_MAX(nfields, 1), sizeof *p->out_fields);
+    p->xf_of = pl_malloc((size_t)PL_MAX(nfields, 1) * sizeof *p->xf_of);
   }
   pl_status s = PL_NO_MEMORY;
   if (p && spec && p->f && p->out_fields && p->xf_of) {
