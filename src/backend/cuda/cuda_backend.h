@@ -77,6 +77,7 @@ typedef struct cuda_backend {
   cudaStream_t xstream;
   void *xtable;
   _Atomic uint64_t batches_copied, bytes_copied, copy_ns;
+  double link_rate; /* bytes/s, measured once by link_rate; < 0: failed */
 } cuda_backend;
 
 static inline cuda_backend *cb_of(pl_backend *be) {
@@ -133,5 +134,8 @@ void pl_cuda_xform_destroy(cuda_backend *be);
 pl_status pl_cuda_regions_register(cuda_backend *be, const pl_region *r, int n,
                                    pl_error *err);
 void pl_cuda_regions_unregister(cuda_backend *be);
+
+/* link.c: the vt's link_rate (a short pinned copy, timed). */
+double pl_cuda_link_rate(pl_backend *b);
 
 #endif /* PL_CUDA_BACKEND_H */
