@@ -18,9 +18,11 @@ import weakref
 
 from . import _pinloader as _C
 from . import datasets
+from . import transforms as _transforms
 from ._pinloader import Error
 
-__all__ = ["DataLoader", "Error", "datasets", "cuda_available", "__version__"]
+transforms = _transforms
+__all__ = ["DataLoader", "Error", "datasets", "transforms", "cuda_available", "__version__"]
 
 __version__ = _C.version()
 
@@ -75,6 +77,15 @@ def _converter(output):
     if output not in ("auto", "numpy"):
         raise ValueError("output must be 'auto', 'torch', 'numpy' or 'raw', not %r" % (output,))
     return _numpy_from
+
+
+def _channels_last(convert, names):
+    """torch tensors of the named [N,H,W,C] fields as their [N,C,H,W]
+    channels_last view (transforms.ChannelsLast)."""
+    def conv(fa):
+        t = convert(fa)
+        return t.permute(0, 3, 1, 2) if fa.name in names and hasattr(t, "permute") else t
+    return conv
 
 
 def _from_dataset(exc):
@@ -142,6 +153,9 @@ class DataLoader:
     pinned_budget (bytes of page-locked memory, 0 = what prefetch needs),
     direct_copy (CUDA: copy samples of 64 KiB and more straight from the
     page-locked data files, no CPU gather; IDX and records datasets),
+    transforms (a list of pinloader.transforms: RandomCrop, RandomHorizontalFlip,
+    ConvertImageDtype, Normalize, ChannelsLast, ToInt64; on the GPU after the
+    copy for CUDA batches, in the workers otherwise),
     max_batch_buffers (batch buffers the pool may grow to, counting batches
     you keep; 0 = prefetch + 2 + num_workers), copy_chunk_bytes, rank /
     world_size (sharding as DistributedSampler; one left out comes from
@@ -160,7 +174,8 @@ class DataLoader:
                  drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
                  device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
                  max_batch_buffers=0, output="auto", direct_copy=False, copy_chunk_bytes=0,
-                 log_level=None, cpu_budget=0, replay_batches=0, replay_after=0, timings=True):
+                 log_level=None, cpu_budget=0, replay_batches=0, replay_after=0, timings=True,
+                 transforms=None):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
         # "auto": the C loader tunes workers / depth while it runs (-1 is
@@ -191,13 +206,16 @@ class DataLoader:
         self.timeout = float(timeout)
         self.seed = int(seed)
         self.device = kind if index < 0 else "%s:%d" % (kind, index)
+        specs, channels_last = _transforms.specs(transforms)
         self._convert = _converter(output)
+        if channels_last:
+            self._convert = _channels_last(self._convert, channels_last)
         # A Python dataset gets a callback wrapper of its own, so that the
         # exceptions its __getitem__ raises reach this loader.
         self._ds = datasets.from_python(dataset)
         # The arguments as given (batch_size=2.7 is an error, not 2); None:
         # the table's default, or the environment's sharding.
-        self._ld = _C.Loader(self._ds._native, **{
+        self._ld = _C.Loader(self._ds._native, transforms=specs, **{
             OPTION_NAMES[k]: v for k, v in dict(
                 batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
                 num_workers="auto" if auto_workers else num_workers,
