@@ -27,6 +27,7 @@
 #include <Python.h>
 
 #include "dlpack.h"
+#include "module.h"
 #include "pinloader.h"
 
 #include <pthread.h>
@@ -43,12 +44,12 @@
  * sample index after it. */
 #define GETITEM_MARK "__getitem__("
 
-static PyObject *Error; /* pinloader.Error(RuntimeError) */
+PyObject *Error; /* pinloader.Error(RuntimeError) */
 /* Nonzero while this thread runs a Python dataset's __getitem__ for a
  * loader: a loader freed then (the GC ran inside __getitem__) may be the one
  * whose worker this is, so it must not be joined from here. */
-static _Thread_local int in_getitem;
-static PyTypeObject DatasetType, LoaderType, BatchType, FieldArrayType;
+_Thread_local int in_getitem;
+static PyTypeObject FieldArrayType;
 
 static int py_finalizing(void) {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -61,7 +62,7 @@ static int py_finalizing(void) {
 /* ------------------------------------------------------------ errors */
 
 /* Raise pinloader.Error(message) with .status = "PL_..." and .code. */
-static PyObject *raise_status(pl_status s, const char *message) {
+PyObject *raise_status(pl_status s, const char *message) {
   const char *msg = (message && message[0]) ? message : pl_status_str(s);
   PyObject *exc = PyObject_CallFunction(Error, "s", msg);
   if (!exc)
@@ -77,7 +78,7 @@ static PyObject *raise_status(pl_status s, const char *message) {
   return NULL;
 }
 
-static PyObject *raise_pl(const pl_error *err) {
+PyObject *raise_pl(const pl_error *err) {
   return raise_status(err->status, err->message);
 }
 
@@ -428,13 +429,7 @@ static int pycb_get_item(void *user, uint64_t index, void *const *dst,
 
 /* ------------------------------------------------------------ Dataset */
 
-typedef struct {
-  PyObject_HEAD
-  pl_dataset *ds;
-  pycb *cb; /* borrowed from ds's user data; NULL for native datasets */
-} DatasetObject;
-
-static PyObject *dataset_wrap(pl_dataset *ds, pycb *cb) {
+PyObject *dataset_wrap(pl_dataset *ds, pycb *cb) {
   DatasetObject *o = PyObject_New(DatasetObject, &DatasetType);
   if (!o) {
     pl_dataset_destroy(ds);
@@ -540,7 +535,7 @@ static PySequenceMethods dataset_as_sequence = {
     .sq_length = (lenfunc)dataset_len,
 };
 
-static PyTypeObject DatasetType = {
+PyTypeObject DatasetType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pinloader._pinloader.Dataset",
     .tp_basicsize = sizeof(DatasetObject),
     .tp_dealloc = (destructor)dataset_dealloc,
@@ -961,7 +956,7 @@ static PyGetSetDef batch_getset[] = {
     {"device", (getter)batch_device_get, NULL, "('cpu'|'cuda', index)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-static PyTypeObject BatchType = {
+PyTypeObject BatchType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pinloader._pinloader.Batch",
     .tp_basicsize = sizeof(BatchObject),
     .tp_dealloc = (destructor)batch_dealloc,
@@ -1272,12 +1267,6 @@ static PyTypeObject FieldArrayType = {
 
 /* ------------------------------------------------------------ Loader */
 
-typedef struct {
-  PyObject_HEAD
-  pl_loader *ld;
-  DatasetObject *dso;
-  int busy; /* a call is waiting with the GIL released */
-} LoaderObject;
 
 static int parse_device(const char *s, pl_device_kind *kind) {
   if (strcmp(s, "cpu") == 0)
@@ -1402,13 +1391,14 @@ static void loader_destroy(LoaderObject *self) {
 }
 
 static void loader_dealloc(LoaderObject *self) {
+  Py_CLEAR(self->pending); /* pyworkers: a batch kept for the next next() */
   loader_destroy(self);
   Py_CLEAR(self->dso);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* Guards a call that releases the GIL: one consumer thread at a time. */
-static int loader_enter(LoaderObject *self) {
+int loader_enter(LoaderObject *self) {
   if (!self->ld) {
     raise_status(PL_CLOSED, "the loader is closed");
     return -1;
@@ -1429,6 +1419,7 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
                     "cannot close a loader while another thread waits on it");
     return NULL;
   }
+  Py_CLEAR(self->pending);
   loader_destroy(self);
   Py_RETURN_NONE;
 }
@@ -1443,8 +1434,11 @@ static PyObject *raise_callback(pycb *cb, const pl_error *err) {
   PyObject *key = PyLong_FromUnsignedLongLong(index);
   PyObject *exc = key ? PyDict_GetItemWithError(cb->errors, key) : NULL;
   Py_XINCREF(exc);
+  /* Only this sample's exception is taken: others stored for prefetched
+   * batches (of this epoch or the next) keep theirs (issue 17, item 8). */
+  if (key && exc && PyDict_DelItem(cb->errors, key) < 0)
+    PyErr_Clear();
   Py_XDECREF(key);
-  PyDict_Clear(cb->errors); /* older failures of the abandoned epoch */
   if (!exc)
     return PyErr_Occurred() ? NULL : raise_pl(err);
   PyObject *note = PyUnicode_FromFormat(
@@ -1469,7 +1463,7 @@ static PyObject *raise_callback(pycb *cb, const pl_error *err) {
   return NULL;
 }
 
-static PyObject *raise_next(LoaderObject *self, const pl_error *err) {
+PyObject *raise_next(LoaderObject *self, const pl_error *err) {
   if (err->status == PL_CALLBACK)
     return raise_callback(self->dso->cb, err);
   if (err->status != PL_EXHAUSTED)
@@ -1485,7 +1479,7 @@ static PyObject *raise_next(LoaderObject *self, const pl_error *err) {
   return raise_status(PL_EXHAUSTED, msg);
 }
 
-static PyObject *batch_wrap(pl_batch *b) {
+PyObject *batch_wrap(pl_batch *b) {
   holder *h = malloc(sizeof *h);
   BatchObject *o = h ? PyObject_New(BatchObject, &BatchType) : NULL;
   if (!o) {
@@ -1660,7 +1654,7 @@ static PyGetSetDef loader_getset[] = {
     {"closed", (getter)loader_closed, NULL, "closed", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-static PyTypeObject LoaderType = {
+PyTypeObject LoaderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pinloader._pinloader.Loader",
     .tp_basicsize = sizeof(LoaderObject),
     .tp_dealloc = (destructor)loader_dealloc,
@@ -1775,6 +1769,9 @@ PyMODINIT_FUNC PyInit__pinloader(void) {
       add_type(m, &LoaderType, "Loader") < 0 ||
       add_type(m, &BatchType, "Batch") < 0 ||
       add_type(m, &FieldArrayType, "FieldArray") < 0 || add_status_names(m) < 0)
+    goto fail;
+  /* The parts in files of their own (module.h). */
+  if (pl_py_init_iter(m) < 0 || pl_py_init_workers(m) < 0)
     goto fail;
   return m;
 fail:

@@ -38,6 +38,12 @@ typedef struct pl_bufmem {
   void *host; /* set by fill_begin: where the worker writes */
   uint64_t bytes;
   void *priv; /* backend's per-buffer state */
+  /* pyworkers: with pl_backend_config.shared_memory, the memfd `host`
+   * starts at byte 0 of (host_fd_bytes long) and its id (pl_fd_id), set by
+   * fill_begin; host_fd is -1 otherwise. */
+  int host_fd;
+  uint64_t host_fd_bytes;
+  uint64_t host_id;
 } pl_bufmem;
 
 /* One copy into a batch buffer: `len` bytes from `src` (dataset memory
@@ -61,6 +67,8 @@ typedef struct pl_backend_config {
                               of one (0: batch_bytes) */
   int staging_buffers;     /* staging buffers the workers need at once */
   const pl_logger *log;    /* outlives the backend */
+  int shared_memory;       /* pyworkers: host memory the workers write is a
+                              memfd (see pl_bufmem.host_fd) */
 } pl_backend_config;
 
 typedef struct pl_backend_vt {

@@ -66,6 +66,8 @@ static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
 /* ------------------------------------------------------------ job stream */
 
 static int job_exists(const pl_core *c, uint64_t job) {
+  if (c->order) /* an explicit epoch ends its stream (loader_order.c) */
+    return job < c->first.num_batches;
   return job < c->first.num_batches || c->full.num_batches > 0;
 }
 
@@ -107,6 +109,8 @@ static void drop_stale(pl_core *c) {
 }
 
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
+  pl_order_unref(c->order);
+  c->order = NULL;
   pl_sampler_plan(&c->sampler, 0, 0, &c->full);
   pl_sampler_plan(&c->sampler, epoch, start, &c->first);
   if (c->first.num_batches == 0 && start > 0 && c->full.num_batches > 0)
@@ -158,7 +162,10 @@ static pl_batch *claim(pl_core *c, pl_batch *b) {
   b->job = c->next_claim++;
   job_locate(c, b->job, &b->index, &b->plan);
   b->epoch = b->plan.epoch;
-  b->size = pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
+  pl_order_unref(b->order);
+  b->order = pl_order_ref(c->order);
+  b->size = b->order ? pl_order_batch_size(b->order, b->index)
+                     : pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
   atomic_store_explicit(&b->cur_t0, 0.0, memory_order_relaxed);
   pl_error_clear(&b->err);
   return b;
@@ -204,6 +211,7 @@ static void *worker_main(void *arg) {
 static void slot_free(pl_core *c, pl_batch *b) {
   if (b->mem.data || b->mem.priv)
     c->be->vt->buf_free(c->be, &b->mem);
+  pl_order_unref(b->order);
   free(b->spans);
   free(b->sample_idx);
   free(b);
@@ -235,6 +243,7 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   }
   b->core = c;
   b->mem.bytes = c->buf_bytes;
+  b->mem.host_fd = -1;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
     free(b->spans);
@@ -272,6 +281,7 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
+  pl_order_unref(c->order);
   pl_direct_free(c);
   free(c->field_off);
   free(c->chunk_off);
@@ -325,6 +335,11 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
       .batch_bytes = c->buf_bytes,
       .log = &c->log,
   };
+  /* pyworkers: a whole-batch dataset fills in one call: no chunks; its
+   * workers may be processes that need the memory shared. */
+  if (c->ds->vt->read_batch)
+    c->cfg.copy_chunk_bytes = UINT64_MAX;
+  bc.shared_memory = c->ds->vt->shared_memory && c->ds->vt->shared_memory(c->ds);
   staging_plan(c, &bc);
   pl_status s = PL_OK;
   if (cfg->device == PL_DEVICE_CPU)
@@ -524,11 +539,20 @@ static int all_held(const pl_core *c) {
 }
 
 /* With no workers the consumer fills the batch itself. [mu] */
-static pl_status fill_here(pl_core *c, pl_batch *b) {
+static pl_status fill_here(pl_core *c, pl_batch *b, pl_error *err) {
   claim(c, b);
   pthread_mutex_unlock(&c->mu);
   pl_fill(c, b);
   pthread_mutex_lock(&c->mu);
+  if (b->err.status == PL_NOT_READY && b->gen == c->gen) {
+    /* pyworkers: the read was interrupted (PL_READ_INTERRUPTED): give the
+     * job back, unfilled, for the next call. */
+    b->state = SLOT_FREE;
+    c->next_claim = b->job;
+    if (err)
+      *err = b->err;
+    return PL_NOT_READY;
+  }
   publish(c, b);
   return PL_OK;
 }
@@ -584,7 +608,7 @@ static pl_status next_locked(pl_core *c, int workers, double deadline,
                          "release a batch, or raise max_batch_buffers",
                          c->max_slots);
       if (f && workers == 0) {
-        fill_here(c, f);
+        PL_TRY(fill_here(c, f, err));
         continue;
       }
     }

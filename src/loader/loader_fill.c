@@ -27,6 +27,10 @@
 #define STREAM_BATCH_BYTES (16ull << 20)
 
 static void compute_indices(const pl_core *c, pl_batch *b) {
+  if (b->order) { /* an explicit epoch (loader_order.c) */
+    pl_order_indices(b->order, b->index, b->sample_idx);
+    return;
+  }
   uint64_t pos0 = pl_sampler_position(&c->sampler, &b->plan, b->index, 0);
   for (uint32_t i = 0; i < b->size; i++)
     b->sample_idx[i] = pl_sampler_index(
@@ -78,6 +82,56 @@ static pl_status fill_whole(pl_core *c, pl_batch *b) {
   return bv->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
 }
 
+/* pyworkers: a whole-batch dataset writes the batch in one call, at the
+ * layout's offsets of the buffer fill_begin hands out (the batch itself on
+ * the CPU, a staging buffer for CUDA), then it is copied as a whole. */
+static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
+  const pl_backend_vt *bv = c->be->vt;
+  PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
+  void *base[64];
+  uint64_t off[64];
+  int nf = c->nfields;
+  void **bp = nf <= 64 ? base : malloc((size_t)nf * sizeof *bp);
+  uint64_t *op = nf <= 64 ? off : malloc((size_t)nf * sizeof *op);
+  pl_status s = PL_OK;
+  if (!bp || !op)
+    s = pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+  for (int f = 0; s == PL_OK && f < nf; f++) {
+    bp[f] = (uint8_t *)b->mem.host + c->field_off[f];
+    op[f] = c->field_off[f];
+  }
+  if (s == PL_OK) {
+    const int shared = b->mem.host_fd >= 0;
+    const pl_batch_dst dst = {nf,
+                              bp,
+                              op,
+                              b->mem.host,
+                              shared ? b->mem.host_fd_bytes : c->buf_bytes,
+                              b->mem.host_fd,
+                              shared ? b->mem.host_id : 0};
+    const pl_batch_info info = {c->cfg.seed, b->epoch, b->index,
+                                c->cfg.timeout_s};
+    if (c->cfg.timeout_s > 0) {
+      atomic_store_explicit(&b->cur_sample, b->sample_idx[0],
+                            memory_order_relaxed);
+      atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
+    }
+    s = c->ds->vt->read_batch(c->ds, b->sample_idx, b->size, &info, &dst,
+                              &b->err);
+    if (c->cfg.timeout_s > 0)
+      atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
+  }
+  if (bp != base)
+    free(bp);
+  if (op != off)
+    free(op);
+  if (s != PL_OK) {
+    bv->fill_abort(c->be, &b->mem);
+    return s;
+  }
+  return bv->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
+}
+
 static pl_status fill_chunked(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
   pl_copy_set_streaming(0);
@@ -107,7 +161,8 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
 void pl_fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   compute_indices(c, b);
-  pl_status s = c->direct          ? pl_direct_fill(c, b)
+  pl_status s = c->ds->vt->read_batch ? fill_by_batch(c, b)
+                : c->direct          ? pl_direct_fill(c, b)
                 : c->chunk_samples ? fill_chunked(c, b)
                                    : fill_whole(c, b);
   if (s != PL_OK && b->err.status == PL_OK)

@@ -99,6 +99,14 @@ static void warn_fallback(cuda_backend *be, const char *why) {
          be->base.name, why);
 }
 
+/* pyworkers: staging pages, a memfd when worker processes write them. */
+static void *stage_pages(cuda_backend *be, staging *st) {
+  st->fd = -1;
+  if (be->cfg.shared_memory)
+    return pl_pages_alloc_shared(be->stage_bytes, be->numa_node, 0, &st->fd);
+  return pl_pages_alloc(be->stage_bytes, be->numa_node, 0);
+}
+
 /* Page-locks `st` (st->p may already hold pages to register). Returns 0 on
  * success; on failure fills why and leaves any pages in st->p. */
 static int stage_pin(cuda_backend *be, staging *st, char *why, size_t cap) {
@@ -107,20 +115,20 @@ static int stage_pin(cuda_backend *be, staging *st, char *why, size_t cap) {
   cudaError_t rc;
   if (PL_FAULT(PL_FAULT_PIN_ALLOC))
     rc = cudaErrorMemoryAllocation;
-  else if (be->method == PIN_HOSTALLOC)
+  else if (be->method == PIN_HOSTALLOC && !be->cfg.shared_memory)
     rc = cudaHostAlloc(&st->p, be->stage_bytes, cudaHostAllocDefault);
-  else if (!(st->p = pl_pages_alloc(be->stage_bytes, be->numa_node, 0)))
+  else if (!(st->p = stage_pages(be, st)))
     rc = cudaErrorMemoryAllocation;
   else
     rc = cudaHostRegister(st->p, be->stage_bytes, cudaHostRegisterDefault);
   if (rc == cudaSuccess) {
     st->pinned = 1;
-    st->registered = be->method == PIN_REGISTER;
+    st->registered = be->method == PIN_REGISTER || be->cfg.shared_memory;
     atomic_fetch_add(&be->pinned_bytes, be->stage_bytes);
     return 0;
   }
   (void)cudaGetLastError();
-  if (be->method == PIN_HOSTALLOC)
+  if (be->method == PIN_HOSTALLOC && !be->cfg.shared_memory)
     st->p = NULL;
   snprintf(why, cap, "pinning a %llu-byte staging buffer failed (%s: %s)",
            (unsigned long long)be->stage_bytes, call, cudaGetErrorString(rc));
@@ -149,7 +157,7 @@ static pl_status stage_alloc(cuda_backend *be, staging *st, int pin,
     atomic_fetch_add(&be->pinned_fallbacks, 1);
     warn_fallback(be, why);
   }
-  if (!st->p && !(st->p = pl_pages_alloc(be->stage_bytes, be->numa_node, 0)))
+  if (!st->p && !(st->p = stage_pages(be, st)))
     return pl_errorf(err, PL_NO_MEMORY,
                      "cannot allocate a %llu-byte staging buffer",
                      (unsigned long long)be->stage_bytes);
@@ -164,7 +172,10 @@ static void stage_free(cuda_backend *be, staging *st) {
   } else {
     if (st->registered)
       cudaHostUnregister(st->p);
-    pl_pages_free(st->p, be->stage_bytes);
+    if (be->cfg.shared_memory)
+      pl_pages_free_shared(st->p, be->stage_bytes, st->fd);
+    else
+      pl_pages_free(st->p, be->stage_bytes);
   }
   if (st->pinned)
     atomic_fetch_sub(&be->pinned_bytes, be->stage_bytes);
@@ -369,6 +380,11 @@ static pl_status fill_begin_in(cuda_backend *be, pl_bufmem *m,
   PL_TRY(stage_acquire(be, &st, err));
   cb->stage = st;
   m->host = st->p;
+  if (be->cfg.shared_memory) { /* pyworkers */
+    m->host_fd = st->fd;
+    m->host_fd_bytes = be->stage_bytes;
+    m->host_id = pl_fd_id(st->fd);
+  }
   return PL_OK;
 }
 

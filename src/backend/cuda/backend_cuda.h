@@ -19,6 +19,7 @@ typedef struct staging {
   uint64_t seq;      /* [mu] order of its last copy: the oldest is waited on */
   int timing;        /* [owner] start/done time a copy not yet in copy_ns */
   void *p;
+  int fd;               /* pyworkers: p's memfd (cfg.shared_memory), or -1 */
   int pinned;           /* p is page-locked (counted in pinned_bytes) */
   int registered;       /* pinned by cudaHostRegister (else cudaHostAlloc) */
   cudaEvent_t start, done; /* around the last copy out of it (timed) */
