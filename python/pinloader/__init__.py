@@ -185,6 +185,7 @@ class _Engine:
 
     def __init__(self, dl, base_seed, first_epoch=0):
         self.dl = dl
+        self.pid = os.getpid()
         self.procs = []
         self.ps = None
         self.broken = False
@@ -217,6 +218,8 @@ class _Engine:
     # -- worker processes
 
     def _start_processes(self, spec, dl):
+        import gc
+
         ctx = _mp_context(dl.multiprocessing_context)
         socks = []
         try:
@@ -224,7 +227,15 @@ class _Engine:
                 parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 p = ctx.Process(target=_worker.worker_main, args=(child, spec, w), daemon=True,
                                 name="pinloader-worker-%d" % w)
-                p.start()
+                # A forked child must never collect the parent's garbage: a
+                # loader freed there would stop the parent's threads' copies
+                # and shut the parent's sockets. Frozen objects are never
+                # collected; the child keeps them frozen (Python's advice).
+                gc.freeze()
+                try:
+                    p.start()
+                finally:
+                    gc.unfreeze()
                 child.close()
                 self.procs.append(p)
                 socks.append(parent)
@@ -302,8 +313,8 @@ class _Engine:
         self.procs = []
 
     def close(self):
-        if self.closed:
-            return
+        if self.closed or os.getpid() != self.pid:
+            return  # an inherited copy in a forked child is not ours to stop
         self.closed = True
         if self.ps is not None:
             self.ps.shutdown()  # loader threads waiting on a worker return

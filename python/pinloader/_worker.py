@@ -317,6 +317,12 @@ def worker_main(sock, spec, worker_id):
     """A worker process: set up as torch's workers are, then serve batch
     requests until the parent closes the socket (or dies)."""
     _set_parent_death_signal()
+    try:  # a crash in a worker prints its Python stack (as torch's workers report)
+        import faulthandler
+
+        faulthandler.enable()
+    except Exception:
+        pass
     # Ctrl-C is the parent's to handle: it goes on or closes the loader,
     # which ends the workers. A terminal's SIGINT reaches the whole process
     # group, so a worker must not die of it (a batch would be lost).

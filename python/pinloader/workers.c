@@ -96,6 +96,7 @@ typedef struct procset {
 typedef struct {
   PyObject_HEAD
   procset *ps;
+  long pid; /* the process that made it: a forked child's copy is inert */
   /* No processes (worker_mode="thread", num_workers=0): filler.fill_local
    * runs under the GIL on the loader's threads; its exceptions are kept
    * as themselves in local_errors, by token. */
@@ -545,6 +546,9 @@ static void procset_free(procset *ps) {
 static void procset_dealloc(ProcSetObject *self) {
   procset *ps = self->ps;
   self->ps = NULL;
+  if (self->pid != (long)getpid())
+    ps = NULL; /* inherited by fork: shutting its sockets would cut the
+                  parent's workers off; leave it (and its fds) alone */
   Py_CLEAR(self->filler);
   Py_CLEAR(self->local_errors);
   procset_free(ps);
@@ -607,6 +611,7 @@ static PyObject *procset_new(PyTypeObject *type, PyObject *args,
     return NULL;
   }
   self->ps = ps;
+  self->pid = (long)getpid();
   if (filler != Py_None) {
     self->local_errors = PyDict_New();
     if (!self->local_errors) {
@@ -687,7 +692,8 @@ static PyObject *ps_set_base_seed(ProcSetObject *self, PyObject *args) {
 }
 
 static PyObject *ps_shutdown(ProcSetObject *self, PyObject *unused) {
-  procset_shutdown(self->ps);
+  if (self->pid == (long)getpid())
+    procset_shutdown(self->ps);
   Py_RETURN_NONE;
 }
 
