@@ -182,6 +182,7 @@ typedef struct pl_batch_info {
   uint64_t epoch;
   uint64_t batch_index;
   double timeout_s;
+  uint64_t stream; /* pl_batch_stream of the batch being filled */
 } pl_batch_info;
 
 /* Fill a whole batch: samples indices[0..n-1] into dst. Called from a
@@ -451,6 +452,10 @@ PL_API uint32_t pl_batch_size(const pl_batch *b);
 /* The epoch and the batch's index within this rank's epoch. */
 PL_API uint64_t pl_batch_epoch(const pl_batch *b);
 PL_API uint64_t pl_batch_index(const pl_batch *b);
+/* The job stream the batch came from: a number that changes whenever
+ * set_epoch, set_order or load_state restart the loader's stream, so that
+ * (stream, epoch, index) names one fill (what a pl_batch_info said). */
+PL_API uint64_t pl_batch_stream(const pl_batch *b);
 /* The dataset index of the batch's i-th sample. */
 PL_API uint64_t pl_batch_sample_index(const pl_batch *b, uint32_t i);
 

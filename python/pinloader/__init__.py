@@ -201,13 +201,14 @@ class _Engine:
         else:
             spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
-                                plan.iterable)
+                                plan.iterable, dl.drop_last)
             if dl.worker_mode == "process":
                 self._start_processes(spec, dl)
                 threads = dl.num_workers
             else:
                 self.ps = _C.ProcSet([], [], [], _LocalFiller(spec))
-                threads = dl.num_workers
+                # One iterator must be read in order: one thread at most.
+                threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
             self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
         try:
             self.ld = _C.Loader(self.ds, epoch=first_epoch, **dl._loader_options(threads))
@@ -342,11 +343,12 @@ class _Engine:
             epoch = ld.epoch  # set_epoch / load_state_dict put it there
         elif mid or (plan.iterable and self.started):
             epoch = ld.epoch + 1  # abandoned mid-epoch: torch starts anew
+            if self.ps is not None:
+                self.ps.clear_extras()  # of batches never taken
             ld.set_epoch(epoch)
         else:
             epoch = ld.epoch  # the stream already went on to it
         if self.ps is not None:
-            self.ps.clear_extras()
             if self.started and not dl.persistent_workers and base_seed is not None:
                 # As a fresh torch worker: reseeded, worker_init_fn again,
                 # at this epoch's first batch.
@@ -360,6 +362,8 @@ class _Engine:
                 starts[1:] = np.cumsum([len(b) for b in batches])
             indices = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.uint64,
                                   count=int(starts[-1]))
+            if self.ps is not None:
+                self.ps.clear_extras()  # of batches never taken
             _C.set_order(ld, epoch, indices, starts)
             self.next_epoch = epoch + 1
         self.started = True
@@ -405,7 +409,9 @@ class _Engine:
         bools = [f.is_bool for f in t.fields]
         collate_obj = _default_collate_objects()
         unbatched, iterable, user_collate = plan.unbatched, plan.iterable, dl.collate_fn is not None
-        workers = max(1, dl.num_workers)
+        # IterableDataset: each worker process iterates its own copy; one
+        # filler (thread mode) is one iterator.
+        workers = max(1, dl.num_workers) if self.procs else 1
         engine = self
 
         def pack(b):
@@ -413,7 +419,7 @@ class _Engine:
             for i in range(nf):
                 if bools[i]:
                     arrays[i] = _as_bool(arrays[i])
-            raw = ps.take_extra(b.epoch, b.index) if plan.needs_extra else None
+            raw = ps.take_extra(b.stream, b.epoch, b.index) if plan.needs_extra else None
             if iterable:
                 got, objs = pickle.loads(raw) if raw else (0, None)
                 if got == 0:
@@ -422,6 +428,8 @@ class _Engine:
                         raise StopIteration
                     return _SKIP
                 arrays = [a[:got] for a in arrays]
+                if user_collate and not unbatched:
+                    return _collate.build_collated(t, t.root, arrays, objs)
                 return _collate.build(t, t.root, arrays, objs, collate_obj, unbatched)
             if user_collate and not unbatched:
                 extras = pickle.loads(raw) if raw else {}
@@ -506,10 +514,7 @@ class _LocalFiller:
 
     def fill_local(self, mv, offsets, indices, epoch, seed, batch_index):
         views = self.filler._field_views(mv, offsets)
-        try:
-            return self.filler.fill(indices, epoch, seed, batch_index, views)
-        except _worker._Exhausted:
-            return _collate.dumps((0, None))
+        return self.filler.fill(indices, epoch, seed, batch_index, views)
 
 
 # ---------------------------------------------------------------- plans

@@ -859,6 +859,9 @@ static PyObject *batch_size_get(BatchObject *self, void *unused) {
 static PyObject *batch_epoch_get(BatchObject *self, void *unused) {
   return PyLong_FromUnsignedLongLong(pl_batch_epoch(self->h->batch));
 }
+static PyObject *batch_stream_get(BatchObject *self, void *unused) {
+  return PyLong_FromUnsignedLongLong(pl_batch_stream(self->h->batch));
+}
 static PyObject *batch_index_get(BatchObject *self, void *unused) {
   return PyLong_FromUnsignedLongLong(pl_batch_index(self->h->batch));
 }
@@ -950,6 +953,8 @@ static PyGetSetDef batch_getset[] = {
     {"size", (getter)batch_size_get, NULL, "samples in the batch", NULL},
     {"epoch", (getter)batch_epoch_get, NULL, "epoch of the batch", NULL},
     {"index", (getter)batch_index_get, NULL, "batch index in the epoch", NULL},
+    {"stream", (getter)batch_stream_get, NULL,
+     "the loader's job stream it came from (pl_batch_stream)", NULL},
     {"num_fields", (getter)batch_num_fields_get, NULL, "fields", NULL},
     {"sample_indices", (getter)batch_sample_indices, NULL,
      "dataset index of each sample", NULL},

@@ -57,7 +57,7 @@ class Spec:
     """What a worker needs: picklable (spawn, forkserver)."""
 
     def __init__(self, dataset, template, batch_size, collate_fn, unbatched, worker_init_fn,
-                 num_workers, base_seed, iterable=False):
+                 num_workers, base_seed, iterable=False, drop_last=False):
         self.dataset = dataset
         self.template = template
         self.batch_size = batch_size
@@ -67,6 +67,7 @@ class Spec:
         self.num_workers = num_workers
         self.base_seed = base_seed
         self.iterable = iterable
+        self.drop_last = drop_last
 
 
 class ErrorReport:
@@ -114,7 +115,8 @@ class Filler:
         self.maps = {}  # buffer id -> (mmap, fd_bytes)
         self.views = {}  # (buffer id, offsets) -> [ndarray per field]
         self.seeded = None
-        self.iterator = None
+        self.iterator = None  # IterableDataset: this epoch's (False: ran out)
+        self.iter_epoch = None
 
     # -- views of the batch memory
 
@@ -165,7 +167,7 @@ class Filler:
         current = [None]
         try:
             if spec.iterable:
-                return self._fill_iterable(n, views)
+                return self._fill_iterable(n, epoch, views)
             if spec.unbatched:
                 i = indices[0]
                 current[0] = i
@@ -199,29 +201,36 @@ class Filler:
         finally:
             _ctx.key = None
 
-    def _fill_iterable(self, n, views):
-        """IterableDataset: the next n items of this worker's iterator
-        (raises StopIteration, with how many came, when it runs out)."""
+    def _fill_iterable(self, n, epoch, views):
+        """IterableDataset: the next n items of this worker's iterator (a
+        fresh iterator each epoch, as torch's workers make one per
+        iteration). The payload says how many came; 0 means this worker
+        has run out for the epoch."""
         spec, t = self.spec, self.t
-        if self.iterator is None:
-            self.iterator = iter(spec.dataset)
-        objs = [[] for _ in range(t.nobjs)]
-        got = 0
-        if spec.collate_fn is None and not spec.unbatched:
-            for k in range(n):
+        if self.iterator is None or self.iter_epoch != epoch:
+            self.iterator, self.iter_epoch = iter(spec.dataset), epoch
+        want = 1 if spec.unbatched else n
+        samples = []
+        if self.iterator is not False:
+            for _ in range(want):
                 try:
-                    s = next(self.iterator)
+                    samples.append(next(self.iterator))
                 except StopIteration:
+                    self.iterator = False  # ran out: 0 from now on this epoch
                     break
-                _collate.write_sample(t, t.root, s, k, views, objs, "item %d" % k)
-                got += 1
-        else:
-            raise TypeError("an IterableDataset with collate_fn or batch_size=None needs "
-                            "worker_mode='thread' in this version")
-        if got == 0:
-            raise _Exhausted(0)
-        payload = _collate.dumps((got, objs))
-        return payload
+        got = len(samples)
+        if got == 0 or (got < want and self.spec.drop_last):
+            return _collate.dumps((0, None))
+        if spec.collate_fn is not None and not spec.unbatched:
+            extras = {}
+            _collate.write_collated(t, t.root, spec.collate_fn(samples), got, views, extras)
+            return _collate.dumps((got, extras))
+        objs = [[] for _ in range(t.nobjs)]
+        for k, s in enumerate(samples):
+            if spec.collate_fn is not None:
+                s = spec.collate_fn(s)
+            _collate.write_sample(t, t.root, s, k, views, objs, "item %d of worker %d" % (k, self.worker_id))
+        return _collate.dumps((got, objs))
 
 
 class _Exhausted(Exception):
@@ -359,8 +368,6 @@ def worker_main(sock, spec, worker_id):
             views = filler.views_for(buf_id, fd, fd_bytes, offsets)
             payload = filler.fill(indices, epoch, seed, batch, views)
             status = REP_OK
-        except _Exhausted:
-            payload, status = b"", 2
         except BaseException as e:
             sample = getattr(e, "_pinloader_sample", None)
             where = "dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)

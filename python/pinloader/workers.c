@@ -76,7 +76,7 @@ typedef struct channel {
 typedef struct blob {
   struct blob *next;
   int kind;
-  uint64_t k1, k2; /* token; or (epoch, batch index) */
+  uint64_t k1, k2, k3; /* token; or (stream, epoch, batch index) */
   size_t len;
   char data[];
 } blob;
@@ -109,10 +109,11 @@ static PyTypeObject ProcSetType;
 /* ------------------------------------------------------------ blobs */
 
 static void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2,
-                     char *data, size_t len) { /* takes data: malloc'd */
+                     uint64_t k3, char *data,
+                     size_t len) { /* takes data: malloc'd */
   blob *b = malloc(sizeof *b + len);
   if (b) {
-    *b = (blob){NULL, kind, k1, k2, len};
+    *b = (blob){NULL, kind, k1, k2, k3, len};
     memcpy(b->data, data, len);
   }
   free(data);
@@ -120,7 +121,8 @@ static void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2,
     return; /* the consumer then sees the message without the object */
   pthread_mutex_lock(&ps->mu);
   for (blob **p = &ps->blobs; *p; p = &(*p)->next)
-    if ((*p)->kind == kind && (*p)->k1 == k1 && (*p)->k2 == k2) {
+    if ((*p)->kind == kind && (*p)->k1 == k1 && (*p)->k2 == k2 &&
+        (*p)->k3 == k3) {
       blob *old = *p; /* the same batch filled again: the newer is right */
       *p = old->next;
       free(old);
@@ -131,11 +133,13 @@ static void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2,
   pthread_mutex_unlock(&ps->mu);
 }
 
-static blob *blob_take(procset *ps, int kind, uint64_t k1, uint64_t k2) {
+static blob *blob_take(procset *ps, int kind, uint64_t k1, uint64_t k2,
+                       uint64_t k3) {
   pthread_mutex_lock(&ps->mu);
   blob *found = NULL;
   for (blob **p = &ps->blobs; *p; p = &(*p)->next)
-    if ((*p)->kind == kind && (*p)->k1 == k1 && (*p)->k2 == k2) {
+    if ((*p)->kind == kind && (*p)->k1 == k1 && (*p)->k2 == k2 &&
+        (*p)->k3 == k3) {
       found = *p;
       *p = found->next;
       break;
@@ -373,8 +377,8 @@ static int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
     char *copy = malloc(len);
     if (copy) {
       memcpy(copy, PyBytes_AS_STRING(r), len);
-      blob_put(owner->ps, BLOB_EXTRA, info->epoch, info->batch_index, copy,
-               len);
+      blob_put(owner->ps, BLOB_EXTRA, info->stream, info->epoch,
+               info->batch_index, copy, len);
     }
   }
   if (!r) {
@@ -488,8 +492,8 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
   channel_give(ps, ch, 0);
   if (rh.status == REP_OK) {
     if (payload)
-      blob_put(ps, BLOB_EXTRA, info->epoch, info->batch_index, payload,
-               (size_t)rh.len);
+      blob_put(ps, BLOB_EXTRA, info->stream, info->epoch, info->batch_index,
+               payload, (size_t)rh.len);
     return 0;
   }
   /* An exception: payload = uint32 text length, text, pickled error. */
@@ -505,7 +509,7 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
            (int)(tl < 300 ? tl : 300), payload ? payload + 4 : "", w, ch->pid,
            (unsigned long long)token);
   if (payload)
-    blob_put(ps, BLOB_ERROR, token, 0, payload, (size_t)rh.len);
+    blob_put(ps, BLOB_ERROR, token, 0, 0, payload, (size_t)rh.len);
   return 1;
 }
 
@@ -648,14 +652,14 @@ static PyObject *ps_take_error(ProcSetObject *self, PyObject *arg) {
       PyErr_Clear();
     return exc;
   }
-  return blob_bytes(blob_take(self->ps, BLOB_ERROR, token, 0));
+  return blob_bytes(blob_take(self->ps, BLOB_ERROR, token, 0, 0));
 }
 
 static PyObject *ps_take_extra(ProcSetObject *self, PyObject *args) {
-  unsigned long long epoch, index;
-  if (!PyArg_ParseTuple(args, "KK:take_extra", &epoch, &index))
+  unsigned long long stream, epoch, index;
+  if (!PyArg_ParseTuple(args, "KKK:take_extra", &stream, &epoch, &index))
     return NULL;
-  return blob_bytes(blob_take(self->ps, BLOB_EXTRA, epoch, index));
+  return blob_bytes(blob_take(self->ps, BLOB_EXTRA, stream, epoch, index));
 }
 
 static PyObject *ps_clear_extras(ProcSetObject *self, PyObject *unused) {
@@ -711,8 +715,8 @@ static PyMethodDef ps_methods[] = {
     {"take_error", (PyCFunction)ps_take_error, METH_O,
      "take_error(token) -> bytes or None: a worker's pickled exception"},
     {"take_extra", (PyCFunction)ps_take_extra, METH_VARARGS,
-     "take_extra(epoch, batch_index) -> bytes or None: the pickled part of "
-     "a batch"},
+     "take_extra(stream, epoch, batch_index) -> bytes or None: the pickled "
+     "part of a batch"},
     {"clear_extras", (PyCFunction)ps_clear_extras, METH_NOARGS,
      "forget the pickled parts of batches not taken"},
     {"set_base_seed", (PyCFunction)ps_set_base_seed, METH_VARARGS,
