@@ -112,6 +112,17 @@ def _as_bool(x):
     return x
 
 
+def _cast(x, dtype):
+    """x (a torch tensor or numpy array) as `dtype` ("int64")."""
+    if hasattr(x, "to") and str(getattr(x, "dtype", "")).startswith("torch."):
+        import torch
+
+        return x.to(getattr(torch, dtype))
+    if hasattr(x, "astype"):
+        return x.astype(dtype)
+    return x
+
+
 def _from_dataset(exc):
     """Whether exc was raised by a Python dataset's __getitem__ (the note
     _pinloader adds; before 3.11 such errors are PL_CALLBACK Errors)."""
@@ -391,11 +402,16 @@ class _Engine:
         convert = dl._convert
         if plan.native is not None:
             structure, keys = plan.native_structure, plan.native_keys
+            casts = plan.native_casts
             if structure == "bare":
-                return lambda b: convert(b.field(0))
+                return lambda b: _cast(convert(b.field(0)), casts[0]) if 0 in casts else convert(b.field(0))
 
             def fields(batch):
-                return [convert(batch.field(i)) for i in range(batch.num_fields)]
+                out = [convert(batch.field(i)) for i in range(batch.num_fields)]
+                for i, to in casts.items():
+                    if i < len(out):
+                        out[i] = _cast(out[i], to)
+                return out
 
             if structure == "list":
                 return fields
@@ -524,6 +540,7 @@ class _Plan:
     dataset, or a Python dataset's template and C fields."""
 
     native = None
+    native_casts = {}
     native_structure = "tuple"
     native_keys = None
     dataset = None
@@ -709,6 +726,7 @@ class DataLoader:
         if native:
             plan.native = dataset._native
             plan.native_structure, plan.native_keys = dataset._structure, dataset._keys
+            plan.native_casts = dict(getattr(dataset, "_casts", {}))
         else:
             plan.dataset = dataset
             t = _probe(self)
@@ -833,11 +851,12 @@ class DataLoader:
     def _start(self, raw):
         last = self._last_iter() if self._last_iter is not None else None
         seed = self._draw_base_seed()
-        if (last is not None and not last.ended and last.mid_epoch and not last.resumable
+        if (last is not None and not last.ended and not last.resumable
                 and self._engine is not None):
-            # Another iterator of this loader is alive mid-epoch: this one
-            # is independent, with an engine of its own (zip(loader,
-            # loader)), as torch's iterators are.
+            # Another iterator of this loader is alive: this one is
+            # independent, with an engine of its own (zip(loader, loader)),
+            # as torch's iterators are. Each iter() is a new epoch: this
+            # one loads the epoch after the other's.
             first = self._engine.next_epoch if self._explicit else self._engine.ld.epoch + 1
             eng = _Engine(self, seed, first)
             eng.fresh = True

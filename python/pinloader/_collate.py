@@ -225,10 +225,8 @@ def build(t, node, arrays, objs, collate_obj, unbatched=False):
     if kind == "dict":
         return {k: build(t, c, arrays, objs, collate_obj, unbatched) for k, c in zip(node[1], node[2])}
     vals = [build(t, c, arrays, objs, collate_obj, unbatched) for c in node[-1]]
-    if kind == "list":
-        return vals
-    if kind == "tuple":
-        return tuple(vals)
+    if kind in ("list", "tuple"):
+        return vals  # default_collate (and default_convert) make tuples lists
     return node[1](*vals)
 
 

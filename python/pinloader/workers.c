@@ -65,7 +65,24 @@ typedef struct rep_head {
   uint64_t len;
 } rep_head;
 
+/* A loader thread waiting for a channel: batches reach a worker in their
+ * order (stream, epoch, batch), so that its iterator (IterableDataset) and
+ * its random state see them as a torch worker would. */
+typedef struct waiter {
+  struct waiter *next;
+  uint64_t stream, epoch, batch;
+} waiter;
+
+static int waiter_before(const waiter *a, const waiter *b) {
+  if (a->stream != b->stream)
+    return a->stream < b->stream;
+  if (a->epoch != b->epoch)
+    return a->epoch < b->epoch;
+  return a->batch < b->batch;
+}
+
 typedef struct channel {
+  waiter *waiting; /* [mu] */
   int sock;     /* the parent's end of the worker's socket (owned) */
   int sentinel; /* readable once the process has exited (owned dup) */
   long pid;
@@ -247,12 +264,28 @@ static int fcntl_dup(long fd) {
 
 /* ------------------------------------------------------------ channels */
 
-static channel *channel_take(procset *ps, uint64_t batch_index) {
-  channel *ch = &ps->ch[batch_index % (uint64_t)ps->n];
+static int first_waiting(const channel *ch, const waiter *me) {
+  for (const waiter *w = ch->waiting; w; w = w->next)
+    if (w != me && waiter_before(w, me))
+      return 0;
+  return 1;
+}
+
+static channel *channel_take(procset *ps, const pl_batch_info *info) {
+  channel *ch = &ps->ch[info->batch_index % (uint64_t)ps->n];
+  waiter me = {NULL, info->stream, info->epoch, info->batch_index};
   pthread_mutex_lock(&ps->mu);
-  while (ch->busy && !ps->closing)
+  me.next = ch->waiting;
+  ch->waiting = &me;
+  while ((ch->busy || !first_waiting(ch, &me)) && !ps->closing)
     pthread_cond_wait(&ps->cv, &ps->mu);
+  for (waiter **p = &ch->waiting; *p; p = &(*p)->next)
+    if (*p == &me) {
+      *p = me.next;
+      break;
+    }
   if (ps->closing) {
+    pthread_cond_broadcast(&ps->cv);
     pthread_mutex_unlock(&ps->mu);
     return NULL;
   }
@@ -415,7 +448,7 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
     snprintf(msg, msg_len, "the batch memory is not shared (no memfd)");
     return 1;
   }
-  channel *ch = channel_take(ps, info->batch_index);
+  channel *ch = channel_take(ps, info);
   if (!ch) {
     snprintf(msg, msg_len, "the loader's worker processes were shut down");
     return 1;
