@@ -334,6 +334,8 @@ class _Engine:
         if ld is not None:
             ld.close()
         self._stop_processes()
+        if self.ps is not None:
+            self.ps.close()
 
     # -- orders and iteration
 

@@ -734,6 +734,27 @@ static PyObject *ps_shutdown(ProcSetObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* close(): after the loader is destroyed (no thread uses a channel any
+ * more), the sockets and sentinels are closed now, not when the last batch
+ * is released. */
+static PyObject *ps_close(ProcSetObject *self, PyObject *unused) {
+  procset *ps = self->ps;
+  if (!ps || self->pid != (long)getpid())
+    Py_RETURN_NONE;
+  procset_shutdown(ps);
+  pthread_mutex_lock(&ps->mu);
+  for (int i = 0; i < ps->n; i++) {
+    if (ps->ch[i].sock >= 0)
+      close(ps->ch[i].sock);
+    if (ps->ch[i].sentinel >= 0)
+      close(ps->ch[i].sentinel);
+    ps->ch[i].sock = ps->ch[i].sentinel = -1;
+    ps->ch[i].dead = 1;
+  }
+  pthread_mutex_unlock(&ps->mu);
+  Py_RETURN_NONE;
+}
+
 static PyObject *ps_dead(ProcSetObject *self, void *unused) {
   procset *ps = self->ps;
   PyObject *l = PyList_New(ps->n);
@@ -757,6 +778,8 @@ static PyMethodDef ps_methods[] = {
      "do when their first batch of `epoch` arrives"},
     {"shutdown", (PyCFunction)ps_shutdown, METH_NOARGS,
      "close the workers' sockets: they exit; waiting batches fail"},
+    {"close", (PyCFunction)ps_close, METH_NOARGS,
+     "close the fds (after the loader is destroyed)"},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef ps_getset[] = {
