@@ -172,6 +172,30 @@ def _signal_name(code):
         return "signal %d" % code
 
 
+# How DataLoader's arguments reach the C option table (_C.loader_options(),
+# pinloader.h PL_OPTION_MAP), which range-checks them (ValueError naming the
+# range). Torch-style name -> table name; python/tests/test_options.py checks
+# that every table option is reachable. prefetch = prefetch_factor *
+# max(1, num_workers); device 'cuda:N' sets device_index too; epoch is set by
+# set_epoch(). DataLoader._loader_options is the one place that maps them.
+OPTION_NAMES = {
+    "batch_size": "batch_size", "shuffle": "shuffle", "seed": "seed",
+    "drop_last": "drop_last", "num_workers": "num_workers",
+    "prefetch_factor": "prefetch", "device": "device", "pin_memory": "pin_memory",
+    "non_blocking": "non_blocking", "pinned_budget": "pinned_budget",
+    "max_batch_buffers": "max_batch_buffers", "direct_copy": "direct_copy",
+    "copy_chunk_bytes": "copy_chunk_bytes", "rank": "rank", "world_size": "world_size",
+    "timeout": "timeout_s", "log_level": "log_level",
+}
+OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'"}
+
+
+def _prefetch(prefetch_factor, num_workers):
+    if isinstance(prefetch_factor, int) and isinstance(num_workers, int):
+        return prefetch_factor * max(1, num_workers)
+    return prefetch_factor  # not an int: the C side says what it must be
+
+
 _live = weakref.WeakSet()
 
 
@@ -222,7 +246,7 @@ class _Engine:
                 threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
             self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
         try:
-            self.ld = _C.Loader(self.ds, epoch=first_epoch, **dl._loader_options(threads))
+            self.ld = _C.Loader(self.ds, **dl._loader_options(threads, first_epoch))
         except BaseException:
             self.close()
             raise
@@ -633,7 +657,7 @@ class DataLoader:
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
                  seed=None, device="cpu", non_blocking=True, pinned_budget=0, rank=None,
                  world_size=None, max_batch_buffers=0, output="auto", direct_copy=False,
-                 worker_mode=None):
+                 copy_chunk_bytes=0, log_level=None, worker_mode=None):
         if isinstance(num_workers, bool) or int(num_workers) != num_workers or num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing.")
@@ -668,10 +692,16 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
-        if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) != batch_size
-                                       or batch_size < 1):
-            raise ValueError("batch_size should be a positive integer value, but got "
-                             "batch_size=%r" % (batch_size,))
+        # The C option table's checks, now (ValueError naming the range),
+        # though a Python dataset's loader is made at the first iteration.
+        _C.check_options(**{OPTION_NAMES[k]: v for k, v in dict(
+            batch_size=1 if batch_size is None else batch_size, shuffle=bool(shuffle),
+            seed=0 if seed is None else seed, drop_last=drop_last, num_workers=num_workers,
+            prefetch_factor=_prefetch(prefetch_factor, num_workers), device=str(device),
+            pin_memory=bool(pin_memory) if pin_memory is not None else True,
+            non_blocking=non_blocking, pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
+            direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
+            world_size=world_size, timeout=timeout, log_level=log_level).items()})
         if worker_mode not in (None, "process", "thread"):
             raise ValueError("worker_mode must be 'process' or 'thread', not %r" % (worker_mode,))
 
@@ -700,6 +730,7 @@ class DataLoader:
         self._direct_copy = bool(direct_copy)
         self._max_batch_buffers = int(max_batch_buffers)
         self._rank, self._world_size = rank, world_size
+        self._copy_chunk_bytes, self._log_level = copy_chunk_bytes, log_level
         self._convert = _converter(output)
         self._lock = threading.Lock()
 
@@ -789,32 +820,37 @@ class DataLoader:
 
     # -- the C loader's options: every DataLoader argument that reaches C
 
-    def _loader_options(self, threads):
-        """DataLoader arguments -> _C.Loader options, in one place."""
+    def _loader_options(self, threads, epoch=0):
+        """DataLoader arguments -> _C.Loader options (the C table's names,
+        OPTION_NAMES), in one place. Values go as given where the user gave
+        them, so that the C table's range checks name them."""
         plan = self._plan
         native_order = not self._explicit and not plan.iterable
-        shuffle = self.shuffle and native_order and self.seed is not None
         rank, world = self._rank, self._world_size
         if not native_order:
             rank, world = 0, 1  # an explicit order is this rank's already
-        return dict(
+        opts = dict(
             batch_size=plan.c_batch,
-            shuffle=shuffle or (self.shuffle and native_order and _torch() is None),
+            shuffle=self.shuffle and native_order,
             seed=self.seed or 0,
             drop_last=self.drop_last if native_order else False,
             num_workers=threads,
-            prefetch=self.prefetch_factor * max(1, threads),
-            device=self._kind,
-            device_index=self._index,
+            prefetch_factor=_prefetch(self.prefetch_factor, threads),
+            device=self.device,
             pin_memory=self.pin_memory,
             non_blocking=self._non_blocking,
             pinned_budget=self._pinned_budget,
             direct_copy=self._direct_copy,
             max_batch_buffers=self._max_batch_buffers or _UNBOUNDED_BUFFERS,
-            rank=-1 if rank is None else int(rank),
-            world_size=-1 if world is None else int(world),
+            copy_chunk_bytes=self._copy_chunk_bytes,
+            rank=rank,
+            world_size=world,
             timeout=self.timeout,
+            log_level=self._log_level,
         )
+        out = {OPTION_NAMES[k]: v for k, v in opts.items()}
+        out["epoch"] = epoch
+        return out
 
     # -- iteration
 
@@ -917,6 +953,11 @@ class DataLoader:
     @property
     def device_name(self):
         return self._primary().ld.device[2]
+
+    @property
+    def _ld(self):
+        """The C loader (its .options, .stats())."""
+        return self._primary().ld
 
     @property
     def worker_pids(self):

@@ -28,8 +28,8 @@ REQ = struct.Struct("=4I6Q")  # magic, nfields, n, flags; id, fd_bytes, epoch, s
 REP = struct.Struct("=IIQ")  # magic, status, payload length
 REQ_MAGIC = 0x51524C50
 REP_MAGIC = 0x50524C50
-REQ_RESEED = 1
-REP_OK, REP_ERROR = 0, 1
+REQ_RESEED, REQ_PROGRESS = 1, 2
+REP_OK, REP_ERROR, REP_PROGRESS = 0, 1, 3
 
 # ---------------------------------------------------------------- per-sample RNG
 
@@ -115,6 +115,7 @@ class Filler:
         self.maps = {}  # buffer id -> (mmap, fd_bytes)
         self.views = {}  # (buffer id, offsets) -> [ndarray per field]
         self.seeded = None
+        self.progress = None  # report(sample) with a loader timeout
         self.iterator = None  # IterableDataset: this epoch's (False: ran out)
         self.iter_epoch = None
 
@@ -178,16 +179,21 @@ class Filler:
                 objs = [[] for _ in range(t.nobjs)]
                 _collate.write_sample(t, t.root, s, 0, views, objs, "dataset[%d]" % i)
                 return _collate.dumps(objs) if t.nobjs else b""
+            report = self.progress
             if spec.collate_fn is None:
                 objs = [[] for _ in range(t.nobjs)]
                 for k, i in enumerate(indices):
                     current[0] = i
+                    if report is not None:
+                        report(i)
                     _set_sample(seed, epoch, i)
                     _collate.write_sample(t, t.root, ds[i], k, views, objs, "dataset[%d]" % i)
                 return _collate.dumps(objs) if t.nobjs else b""
             samples = []
             for i in indices:
                 current[0] = i
+                if report is not None:
+                    report(i)
                 _set_sample(seed, epoch, i)
                 samples.append(ds[i])
             current[0] = None
@@ -366,6 +372,8 @@ def worker_main(sock, spec, worker_id):
                 if spec.worker_init_fn is not None:
                     spec.worker_init_fn(worker_id)
             views = filler.views_for(buf_id, fd, fd_bytes, offsets)
+            filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
+                if flags & REQ_PROGRESS else None
             payload = filler.fill(indices, epoch, seed, batch, views)
             status = REP_OK
         except BaseException as e:

@@ -31,6 +31,7 @@ typedef struct {
   pl_loader *ld;
   DatasetObject *dso;
   int busy; /* a call is waiting with the GIL released */
+  pl_loader_config cfg; /* as created: .options */
   /* iter.c: a batch (or the item packed from it) taken from the C loader
    * but not yet handed to the consumer because Ctrl-C (or an error while
    * packing) came first; the next next() returns it first. */

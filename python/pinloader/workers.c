@@ -51,8 +51,9 @@
 #define MAX_REPLY (1ull << 34) /* a reply larger than this is a broken worker */
 #define EPOCH_SEEDS 16
 
-enum { REQ_RESEED = 1 };
-enum { REP_OK = 0, REP_ERROR = 1 };
+enum { REQ_RESEED = 1, REQ_PROGRESS = 2 };
+/* REP_PROGRESS: "reading sample `len` now" (with a timeout), then more. */
+enum { REP_OK = 0, REP_ERROR = 1, REP_PROGRESS = 3 };
 enum { BLOB_ERROR = 1, BLOB_EXTRA = 2 };
 
 typedef struct req_head {
@@ -473,7 +474,7 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
   int seeded;
   uint64_t base_seed = base_seed_of(ps, info->epoch, &seeded);
   req_head h = {REQ_MAGIC,       (uint32_t)dst->nfields, n,
-                seeded ? REQ_RESEED : 0u,
+                (seeded ? REQ_RESEED : 0u) | (dst->report ? REQ_PROGRESS : 0u),
                 dst->buffer_id,  dst->buffer_bytes,
                 info->epoch,     info->seed,
                 info->batch_index, base_seed};
@@ -491,10 +492,23 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
              (unsigned long long)info->epoch, samples, strerror(e), w);
     return 1;
   }
-  double deadline = info->timeout_s > 0 ? now_s() + info->timeout_s : 0;
+  /* The timeout is per sample, as the loader's stall clock (which the
+   * progress records restart): a worker is killed a while after that clock
+   * has failed the batch with PL_TIMEOUT naming the sample. */
+  double grace = info->timeout_s * 1.5 + 0.5;
+  double deadline = info->timeout_s > 0 ? now_s() + grace : 0;
   rep_head rh;
   int err_no = 0;
-  wait_result r = recv_exact(ps, ch, &rh, sizeof rh, deadline, &err_no);
+  wait_result r;
+  for (;;) { /* progress records, then the reply */
+    r = recv_exact(ps, ch, &rh, sizeof rh, deadline, &err_no);
+    if (r != WAIT_OK || rh.magic != REP_MAGIC || rh.status != REP_PROGRESS)
+      break;
+    if (dst->report)
+      dst->report(dst, rh.len);
+    if (deadline > 0)
+      deadline = now_s() + grace;
+  }
   char *payload = NULL;
   if (r == WAIT_OK && (rh.magic != REP_MAGIC || rh.len > MAX_REPLY))
     r = WAIT_BROKEN;

@@ -47,7 +47,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
   if (!d)
     return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
   int timed = c->cfg.timeout_s > 0;
-  const pl_sample_ctx ctx = {c->cfg.seed, b->epoch};
+  const pl_sample_ctx ctx = {c->cfg.seed, b->epoch, &c->log};
   pl_status s = PL_OK;
   for (uint32_t i = i0; i < i1 && s == PL_OK; i++) {
     for (int f = 0; f < c->nfields; f++)
@@ -82,6 +82,13 @@ static pl_status fill_whole(pl_core *c, pl_batch *b) {
   return bv->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
 }
 
+/* pl_batch_dst.report: the stall clock names the sample being read. */
+static void report_sample(const pl_batch_dst *dst, uint64_t sample) {
+  pl_batch *b = dst->report_ctx;
+  atomic_store_explicit(&b->cur_sample, sample, memory_order_relaxed);
+  atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
+}
+
 /* pyworkers: a whole-batch dataset writes the batch in one call, at the
  * layout's offsets of the buffer fill_begin hands out (the batch itself on
  * the CPU, a staging buffer for CUDA), then it is copied as a whole. */
@@ -102,13 +109,16 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
   }
   if (s == PL_OK) {
     const int shared = b->mem.host_fd >= 0;
+    const int timed = c->cfg.timeout_s > 0;
     const pl_batch_dst dst = {nf,
                               bp,
                               op,
                               b->mem.host,
                               shared ? b->mem.host_fd_bytes : c->buf_bytes,
                               b->mem.host_fd,
-                              shared ? b->mem.host_id : 0};
+                              shared ? b->mem.host_id : 0,
+                              timed ? report_sample : NULL,
+                              b};
     const pl_batch_info info = {c->cfg.seed, b->epoch, b->index,
                                 c->cfg.timeout_s, b->gen};
     if (c->cfg.timeout_s > 0) {

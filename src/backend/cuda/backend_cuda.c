@@ -35,9 +35,11 @@
 
 pl_status pl_cuda_fail(pl_error *err, cudaError_t rc, const char *call) {
   (void)cudaGetLastError(); /* do not leave it for an unrelated caller */
-  return pl_errorf(err,
-                   rc == cudaErrorMemoryAllocation ? PL_NO_MEMORY : PL_CUDA,
-                   "%s: %s", call, cudaGetErrorString(rc));
+  pl_status s =
+      pl_errorf(err, rc == cudaErrorMemoryAllocation ? PL_NO_MEMORY : PL_CUDA,
+                "%s: %s", call, cudaGetErrorString(rc));
+  pl_error_set_cuda(err, (int)rc);
+  return s;
 }
 
 int pl_cuda_dev_enter(cuda_backend *be, pl_status *s, pl_error *err) {
@@ -627,8 +629,10 @@ static pl_status pick_device(int index, pl_error *err) {
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess) {
     (void)cudaGetLastError();
-    return pl_errorf(err, PL_NO_DEVICE, "cudaGetDeviceCount: %s",
-                     cudaGetErrorString(rc));
+    pl_errorf(err, PL_NO_DEVICE, "cudaGetDeviceCount: %s",
+              cudaGetErrorString(rc));
+    pl_error_set_cuda(err, (int)rc);
+    return PL_NO_DEVICE;
   }
   if (index < 0 || index >= n)
     return pl_errorf(err, PL_NO_DEVICE,
