@@ -331,13 +331,6 @@ static void describe_samples(const uint64_t *idx, uint32_t n, char *out,
 
 /* ------------------------------------------------------------ in-process */
 
-static int py_finalizing_(void) {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
 
 /* Moves the pending exception into owner->local_errors under a new token
  * and describes it in msg. GIL held. */
@@ -384,7 +377,7 @@ static int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
                             uint32_t n, const pl_batch_info *info,
                             const pl_batch_dst *dst, char *msg,
                             size_t msg_len) {
-  if (py_finalizing_()) {
+  if (py_finalizing()) {
     snprintf(msg, msg_len, "the Python interpreter is shutting down");
     return 1;
   }
