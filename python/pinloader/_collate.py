@@ -48,11 +48,19 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+_TENSOR = []  # torch.Tensor, once torch is imported (looked up per leaf till then)
+
+
 def _torch_tensor_type():
+    if _TENSOR:
+        return _TENSOR[0]
     import sys
 
     torch = sys.modules.get("torch")
-    return torch.Tensor if torch is not None else None
+    if torch is None:
+        return None
+    _TENSOR.append(torch.Tensor)
+    return torch.Tensor
 
 
 def _array_of(value):
@@ -149,6 +157,9 @@ def write_sample(t, node, value, k, views, objs, where):
     kind = node[0]
     if kind == "field":
         leaf = t.fields[node[1]]
+        if type(value) is np.ndarray and value.dtype == leaf.dtype and value.shape == leaf.shape:
+            views[leaf.index][k] = value  # the common case, checked fast
+            return
         a = _array_of(value)
         if a is None:
             sd = _scalar_dtype(value)

@@ -381,3 +381,26 @@ def test_close_while_workers_are_busy_is_quick():
     assert time.monotonic() - t0 < 3.0
     _wait_gone(pids)
     del it
+
+
+# ---------------------------------------------------------------- CUDA (the GPU box)
+
+def test_worker_processes_into_cuda_match_cpu():
+    torch = pytest.importorskip("torch")
+    if not pinloader.cuda_available() or not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    ds = D.Mixed(70)
+    for method in ("fork", "spawn"):
+        cpu = [b for b in pinloader.DataLoader(ds, batch_size=16, num_workers=2)]
+        gpu = pinloader.DataLoader(ds, batch_size=16, num_workers=2, device="cuda",
+                                   multiprocessing_context=method)
+        got = list(gpu)
+        assert len(got) == len(cpu) == 5
+        for g, c in zip(got, cpu):
+            assert g["img"].is_cuda and g["img"].dtype == torch.uint8
+            assert torch.equal(g["img"].cpu(), c["img"]) and torch.equal(g["label"].cpu(), c["label"])
+            assert g["flag"].dtype == torch.bool and torch.equal(g["flag"].cpu(), c["flag"])
+            assert g["name"] == c["name"]
+        st = gpu.stats()
+        assert st["pinned_bytes"] > 0 and st["pinned_fallbacks"] == 0
+        gpu.close()
