@@ -205,6 +205,8 @@ typedef struct pl_batch_info {
   uint64_t batch_index;
   double timeout_s;
   uint64_t stream; /* pl_batch_stream of the batch being filled */
+  uint64_t job;    /* its number in that stream: batches are claimed, in
+                      order, by increasing job (consecutive in an epoch) */
 } pl_batch_info;
 
 /* Fill a whole batch: samples indices[0..n-1] into dst. Called from a

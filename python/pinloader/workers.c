@@ -84,6 +84,11 @@ static int waiter_before(const waiter *a, const waiter *b) {
 
 typedef struct channel {
   waiter *waiting; /* [mu] */
+  /* [mu] The stream it serves and the last job served in it: batch k of an
+   * epoch waits for batch k - workers (job - workers) on this channel, so
+   * that a thread that claimed later but ran faster cannot go first. */
+  uint64_t cur_stream, served_job;
+  int served_any;
   int sock;     /* the parent's end of the worker's socket (owned) */
   int sentinel; /* readable once the process has exited (owned dup) */
   long pid;
@@ -272,14 +277,39 @@ static int first_waiting(const channel *ch, const waiter *me) {
   return 1;
 }
 
+/* Whether the batch before `info`'s on this channel (job - workers, the
+ * same epoch) has been served, or there is none to wait for. [mu] */
+static int predecessor_done(const procset *ps, const channel *ch,
+                            const pl_batch_info *info) {
+  uint64_t w = (uint64_t)ps->n;
+  if (info->batch_index < w || info->job < w)
+    return 1; /* the first of its epoch or its stream on this channel */
+  if (ch->served_any && info->stream < ch->cur_stream)
+    return 1; /* a stale batch: nobody waits for its result */
+  return ch->served_any && info->stream == ch->cur_stream &&
+         ch->served_job >= info->job - w;
+}
+
+static void wait_briefly(procset *ps) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 1;
+  pthread_cond_timedwait(&ps->cv, &ps->mu, &ts);
+}
+
 static channel *channel_take(procset *ps, const pl_batch_info *info) {
   channel *ch = &ps->ch[info->batch_index % (uint64_t)ps->n];
   waiter me = {NULL, info->stream, info->epoch, info->batch_index};
   pthread_mutex_lock(&ps->mu);
   me.next = ch->waiting;
   ch->waiting = &me;
-  while ((ch->busy || !first_waiting(ch, &me)) && !ps->closing)
-    pthread_cond_wait(&ps->cv, &ps->mu);
+  /* A predecessor whose fill failed before it got here never comes: after
+   * a few seconds of waiting for it, go on (order is then best effort). */
+  double give_up = now_s() + 3.0;
+  while ((ch->busy || !first_waiting(ch, &me) ||
+          (!predecessor_done(ps, ch, info) && now_s() < give_up)) &&
+         !ps->closing)
+    wait_briefly(ps);
   for (waiter **p = &ch->waiting; *p; p = &(*p)->next)
     if (*p == &me) {
       *p = me.next;
@@ -291,6 +321,13 @@ static channel *channel_take(procset *ps, const pl_batch_info *info) {
     return NULL;
   }
   ch->busy = 1;
+  if (!ch->served_any || info->stream > ch->cur_stream) {
+    ch->cur_stream = info->stream;
+    ch->served_job = info->job;
+  } else if (info->stream == ch->cur_stream && info->job > ch->served_job) {
+    ch->served_job = info->job;
+  }
+  ch->served_any = 1;
   pthread_mutex_unlock(&ps->mu);
   return ch;
 }

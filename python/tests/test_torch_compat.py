@@ -174,13 +174,19 @@ def test_sample_rng_same_for_any_workers():
 
 
 class Shards(IterableDataset):
-    def __init__(self, n):
-        self.n = n
+    def __init__(self, n, jitter=0.0):
+        self.n, self.jitter = n, jitter
 
     def __iter__(self):
+        import random
+        import time
+
         wi = torch.utils.data.get_worker_info()
         w, k = (0, 1) if wi is None else (wi.id, wi.num_workers)
+        rnd = random.Random(w)
         for i in range(w, self.n, k):
+            if self.jitter:  # workers and loader threads race each other
+                time.sleep(rnd.uniform(0, self.jitter))
             yield {"x": np.full(2, i, np.float32), "i": i, "s": str(i)}
 
 
@@ -192,6 +198,12 @@ def test_iterable_dataset_shards_like_torch(workers):
     same(got, ref)
     loader = pinloader.DataLoader(Shards(10), batch_size=4, num_workers=workers)
     assert [b["i"].tolist() for b in loader] == [b["i"].tolist() for b in loader]  # every epoch
+    loader.close()
+    # batches reach each worker in order however the loader's threads race
+    ref = [b["i"].tolist() for b in DataLoader(Shards(60), batch_size=2, num_workers=workers)]
+    loader = pinloader.DataLoader(Shards(60, jitter=0.002), batch_size=2, num_workers=workers)
+    for _ in range(3):
+        assert [b["i"].tolist() for b in loader] == ref
     loader.close()
 
 

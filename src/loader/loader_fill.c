@@ -120,7 +120,7 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
                               timed ? report_sample : NULL,
                               b};
     const pl_batch_info info = {c->cfg.seed, b->epoch, b->index,
-                                c->cfg.timeout_s, b->gen};
+                                c->cfg.timeout_s, b->gen, b->job};
     if (c->cfg.timeout_s > 0) {
       atomic_store_explicit(&b->cur_sample, b->sample_idx[0],
                             memory_order_relaxed);
