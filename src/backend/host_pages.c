@@ -1,9 +1,9 @@
 /* Host pages for staging buffers: mapping, NUMA placement and multi-threaded
- * fault-in (see pinned_pool.h). */
+ * fault-in (see host_pages.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create */
 #endif
-#include "backend/pinned_pool.h"
+#include "backend/host_pages.h"
 
 #include "core/common.h"
 
