@@ -32,10 +32,12 @@
  *   DIRECT   large fields DIRECT, the others GATHER into staging memory just
  *            big enough for them; one submit of every span per batch.
  *
- * A later route in which the dataset (a worker process) writes the whole
- * batch into shared staging memory is WHOLE with chunking and direct mode
- * refused: copy_chunk_bytes = UINT64_MAX, direct_copy = 0, plus a flag for
- * where the staging pages come from. */
+ * A whole-batch dataset (pl_dataset_from_batch_callback: Python worker
+ * processes write the whole batch into shared staging memory) is WHOLE
+ * with chunking and direct mode refused (the loader asks copy_chunk_bytes
+ * = UINT64_MAX, direct_copy = 0) and shared_memory set: the pages workers
+ * write come from a memfd (host_pages.h), whose fd fill_begin hands out in
+ * pl_bufmem.host_fd. */
 #ifndef PL_COPY_PLAN_H
 #define PL_COPY_PLAN_H
 
