@@ -185,7 +185,8 @@ OPTION_NAMES = {
     "non_blocking": "non_blocking", "pinned_budget": "pinned_budget",
     "max_batch_buffers": "max_batch_buffers", "direct_copy": "direct_copy",
     "copy_chunk_bytes": "copy_chunk_bytes", "rank": "rank", "world_size": "world_size",
-    "timeout": "timeout_s", "log_level": "log_level",
+    "timeout": "timeout_s", "log_level": "log_level", "cpu_budget": "cpu_budget",
+    "replay_batches": "replay_batches", "replay_after": "replay_after", "timings": "timings",
 }
 OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'"}
 
@@ -657,7 +658,22 @@ class DataLoader:
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
                  seed=None, device="cpu", non_blocking=True, pinned_budget=0, rank=None,
                  world_size=None, max_batch_buffers=0, output="auto", direct_copy=False,
-                 copy_chunk_bytes=0, log_level=None, worker_mode=None):
+                 copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
+                 timings=True, worker_mode=None):
+        # "auto": the C loader tunes its threads / depth while it runs
+        # (within cpu_budget cores; loader.report() shows the result). A
+        # Python dataset's worker processes are started up front: one per
+        # core the tuner may use, the C threads choosing how many are busy.
+        self._auto_workers = num_workers == "auto"
+        self._auto_prefetch = prefetch_factor == "auto"
+        if self._auto_workers:
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            num_workers = max(1, min(cores, int(cpu_budget) or cores))
+        if self._auto_prefetch:
+            prefetch_factor = 2
         if isinstance(num_workers, bool) or int(num_workers) != num_workers or num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing.")
@@ -697,11 +713,13 @@ class DataLoader:
         _C.check_options(**{OPTION_NAMES[k]: v for k, v in dict(
             batch_size=1 if batch_size is None else batch_size, shuffle=bool(shuffle),
             seed=0 if seed is None else seed, drop_last=drop_last, num_workers=num_workers,
-            prefetch_factor=_prefetch(prefetch_factor, num_workers), device=str(device),
+            prefetch_factor="auto" if self._auto_prefetch else _prefetch(prefetch_factor, num_workers),
+            device=str(device),
             pin_memory=bool(pin_memory) if pin_memory is not None else True,
             non_blocking=non_blocking, pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
             direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
-            world_size=world_size, timeout=timeout, log_level=log_level).items()})
+            world_size=world_size, timeout=timeout, log_level=log_level, cpu_budget=cpu_budget,
+            replay_batches=replay_batches, replay_after=replay_after, timings=timings).items()})
         if worker_mode not in (None, "process", "thread"):
             raise ValueError("worker_mode must be 'process' or 'thread', not %r" % (worker_mode,))
 
@@ -731,6 +749,8 @@ class DataLoader:
         self._max_batch_buffers = int(max_batch_buffers)
         self._rank, self._world_size = rank, world_size
         self._copy_chunk_bytes, self._log_level = copy_chunk_bytes, log_level
+        self._tuning = dict(cpu_budget=cpu_budget, replay_batches=replay_batches,
+                            replay_after=replay_after, timings=timings)
         self._convert = _converter(output)
         self._lock = threading.Lock()
 
@@ -847,7 +867,13 @@ class DataLoader:
             world_size=world,
             timeout=self.timeout,
             log_level=self._log_level,
+            **self._tuning,
         )
+        if self._auto_workers:  # the C loader tunes its threads
+            opts["num_workers"] = "auto"
+            opts["prefetch_factor"] = "auto" if self._auto_prefetch else 0
+        elif self._auto_prefetch:
+            opts["prefetch_factor"] = "auto"
         out = {OPTION_NAMES[k]: v for k, v in opts.items()}
         out["epoch"] = epoch
         return out
@@ -949,6 +975,17 @@ class DataLoader:
     def stats(self):
         """The loader's counters (pl_loader_stats) as a dict."""
         return self._primary().ld.stats()
+
+    def report(self, json=False):
+        """The bottleneck report (pl_loader_report): which stage bounds
+        throughput (your step, the workers, the copy, ...), by how much, and
+        the measurements behind it. json=True: a dict ('bound', 'findings',
+        'timings')."""
+        text = self._primary().ld.report(json=bool(json))
+        if not json:
+            return text
+        import json as _json
+        return _json.loads(text)
 
     @property
     def device_name(self):
