@@ -34,11 +34,7 @@ def _run(loader, batches, step=0.0):
 
 
 def test_report_names_a_slow_dataset():
-    # Thread workers: the report attributes a worker process's time (spent in
-    # another process, waited for in poll) as prefetch-bound, not workers-bound
-    # (open: the report does not yet count worker processes' time).
-    loader = pinloader.DataLoader(Slow(delay=0.02), batch_size=1, num_workers=1, output="numpy",
-                                  worker_mode="thread")
+    loader = pinloader.DataLoader(Slow(delay=0.02), batch_size=1, num_workers=1, output="numpy")
     _run(loader, 8)
     rep = loader.report(json=True)
     assert rep["bound"] == "workers", rep

@@ -135,8 +135,11 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
                             memory_order_relaxed);
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
+    double t_read = pl_stage_now(&c->tm); /* the read stage, for report */
     s = c->ds->vt->read_batch(c->ds, b->sample_idx, b->size, &info, &dst,
                               &b->err);
+    if (t_read > 0)
+      b->read_ns += (uint64_t)((pl_now() - t_read) * 1e9);
     if (timed)
       atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
   }
