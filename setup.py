@@ -3,32 +3,73 @@ compiled together with the C library's sources (src/**/*.c), so the wheel needs
 no separately installed libpinloader.
 
 The CUDA backend is built when a toolkit is found (CUDA_HOME, CUDA_PATH or
-/usr/local/cuda with include/cuda_runtime.h and a static libcudart); it links
+/usr/local/cuda with include/cuda_runtime.h, a static libcudart and bin/nvcc,
+which compiles the transform kernels src/backend/cuda/*.cu); it links
 the static CUDA runtime, so the module runs wherever a driver exists and falls
 back to the CPU without one. PINLOADER_NO_CUDA=1 forces the host-only build.
 """
 import glob
 import os
+import subprocess
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def find_cuda():
-    """(include dir, libcudart_static.a) or None."""
+    """(include dir, libcudart_static.a, nvcc) or None."""
     if os.environ.get("PINLOADER_NO_CUDA", "") not in ("", "0"):
         return None
     roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     for root in filter(None, roots):
         inc = os.path.join(root, "include")
-        if not os.path.isfile(os.path.join(inc, "cuda_runtime.h")):
+        nvcc = os.path.join(root, "bin", "nvcc")
+        if not os.path.isfile(os.path.join(inc, "cuda_runtime.h")) or not os.access(nvcc, os.X_OK):
             continue
         for libdir in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
             lib = os.path.join(root, libdir, "libcudart_static.a")
             if os.path.isfile(lib):
-                return inc, lib
+                return inc, lib, nvcc
     return None
+
+
+# The CMake build's flags for the kernels (CMakeLists.txt): sm_90 machine
+# code, PTX for any GPU from sm_75, no C++ runtime needed at link.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90,code=sm_90",
+              "-gencode=arch=compute_75,code=compute_75",
+              "-Xcompiler=-fPIC,-fvisibility=hidden,-fno-exceptions,-fno-threadsafe-statics",
+              "-DPL_STATIC_DEFINE=1", "-DPL_HAVE_CUDA=1", "-Iinclude", "-Isrc"]
+
+
+class BuildExtWithKernels(build_ext):
+    """build_ext that first compiles src/backend/cuda/*.cu with nvcc into
+    objects the extension links (setuptools knows no CUDA)."""
+
+    def run(self):
+        cuda = find_cuda()
+        if cuda:
+            objdir = os.path.join(self.build_temp, "cuda")
+            os.makedirs(objdir, exist_ok=True)
+            for ext in self.extensions:
+                ext.extra_objects[:0] = [self.nvcc(cuda[2], cu, objdir) for cu in cuda_sources()]
+        super().run()
+
+    def nvcc(self, nvcc, cu, objdir):
+        obj = os.path.join(objdir, os.path.basename(cu) + ".o")
+        deps = [cu] + glob.glob(os.path.join(HERE, "src", "**", "*.h"), recursive=True) \
+            + glob.glob(os.path.join(HERE, "include", "*.h"))
+        if self.force or not os.path.exists(obj) or \
+                os.path.getmtime(obj) < max(os.path.getmtime(d) for d in deps):
+            cmd = [nvcc] + NVCC_FLAGS + ["-c", cu, "-o", obj]
+            print(" ".join(cmd))
+            subprocess.check_call(cmd, cwd=HERE)
+        return obj
+
+
+def cuda_sources():
+    return sorted(glob.glob(os.path.join(HERE, "src", "backend", "cuda", "*.cu")))
 
 
 def library_sources(cuda):
@@ -86,7 +127,7 @@ def extension():
         macros.append((macro, "1"))
         extra_objects.append(archive)
     if cuda:
-        inc, lib = cuda
+        inc, lib, _ = cuda
         include_dirs.append(inc)
         macros.append(("PL_HAVE_CUDA", "1"))
         extra_objects.append(lib)
@@ -108,6 +149,7 @@ def extension():
 
 setup(
     ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtWithKernels},
     # Out of CMake's build/: the Python build lives in build-python/ (a
     # host-only one in build-python-nocuda/, so neither reuses the other's
     # objects).

@@ -108,8 +108,8 @@ PL_API void pl_error_clear(pl_error *err);
 /* ---------------------------------------------------------------- fields */
 
 /* XX(NAME, name, bytes, format, dlpack): the one dtype table. `format` is
- * the struct-module / buffer-protocol character, `dlpack` the DLDataType
- * code (0 int, 1 uint, 2 float). The enum, pl_dtype_size, pl_dtype_name and
+ * the struct-module / buffer-protocol character (0: none, bfloat16), `dlpack`
+ * the DLDataType code (0 int, 1 uint, 2 float, 4 bfloat16). The enum, pl_dtype_size, pl_dtype_name and
  * the Python binding's buffer and DLPack types all come from it. */
 #define PL_DTYPE_MAP(XX)                                                      \
   XX(UINT8, uint8, 1, 'B', 1)                                                 \
@@ -121,7 +121,8 @@ PL_API void pl_error_clear(pl_error *err);
   XX(INT64, int64, 8, 'q', 0)                                                 \
   XX(FLOAT16, float16, 2, 'e', 2)                                             \
   XX(FLOAT32, float32, 4, 'f', 2)                                             \
-  XX(FLOAT64, float64, 8, 'd', 2)
+  XX(FLOAT64, float64, 8, 'd', 2)                                             \
+  XX(BFLOAT16, bfloat16, 2, 0, 4)
 
 typedef enum pl_dtype {
 #define PL_DTYPE_ENUM_(NAME, name, bytes, format, dlpack) PL_##NAME,
@@ -397,6 +398,87 @@ PL_API uint64_t pl_dataset_sample_bytes(const pl_dataset *ds);
 PL_API pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
                                  void *const *dst, pl_error *err);
 
+/* ---------------------------------------------------------------- transforms */
+
+/* Per-sample transforms of a batch's fields, named as torchvision's. With a
+ * CUDA loader they run on the GPU, on the loader's own stream right after a
+ * batch's copy: the uint8 bytes cross PCIe, the transformed arrays are
+ * written into the batch's device buffer, and the consumer's
+ * pl_batch_wait_stream covers them. With a CPU loader the workers run the
+ * same transforms on the host, with the same results (bit for bit: both use
+ * one table computed on the host, see docs/transforms.md).
+ *
+ * Whatever the list's order, one field's transforms apply in this order:
+ *   RANDOM_CROP   pad every side with `padding` pixels of value `fill`, then
+ *                 crop size[0] x size[1] at a random offset (torchvision
+ *                 RandomCrop(size, padding, fill), padding_mode constant)
+ *   RANDOM_HFLIP  mirror the columns with probability p
+ *   CONVERT       uint8 x -> x / 255 in `dtype` (float32, bfloat16, float16):
+ *                 ConvertImageDtype / ToTensor
+ *   NORMALIZE     (x / 255 - mean[c]) / std[c]; implies CONVERT to float32
+ *                 unless a CONVERT names another dtype
+ *   LAYOUT        the output's memory order: PL_LAYOUT_CHW ([C,H,W], torch's
+ *                 contiguous NCHW) or PL_LAYOUT_HWC ([H,W,C], the memory of a
+ *                 channels_last tensor); the default output layout is CHW
+ *   TO_INT64      an integer field (labels) widened to int64, as torch's
+ *                 default collate hands labels out
+ * Float values are computed in float32, each operation correctly rounded
+ * (what torch computes for ToTensor + Normalize in float32), then rounded
+ * once, to nearest even, to the output dtype.
+ *
+ * Image fields are uint8 [C,H,W], [H,W,C] or [H,W]; `input_layout` (on any
+ * of the field's transforms) says which when the shape does not: AUTO takes
+ * a 3-d shape as [H,W,C] when its last dimension is 1, 3 or 4 and its first
+ * is not, else as [C,H,W].
+ *
+ * Random parameters (crop offset, flip) of sample `index` are a function of
+ * (loader seed, epoch, index, field) alone: the same for any number of
+ * workers, on the CPU and on the GPU. pl_batch_field reports the
+ * transformed dtype and shape. */
+#define PL_TRANSFORM_MAX_CHANNELS 16
+
+typedef enum pl_transform_kind {
+  PL_TRANSFORM_NONE = 0,
+  PL_TRANSFORM_RANDOM_CROP,
+  PL_TRANSFORM_RANDOM_HFLIP,
+  PL_TRANSFORM_CONVERT,
+  PL_TRANSFORM_NORMALIZE,
+  PL_TRANSFORM_LAYOUT,
+  PL_TRANSFORM_TO_INT64,
+  PL_TRANSFORM_KIND_COUNT_
+} pl_transform_kind;
+
+typedef enum pl_layout {
+  PL_LAYOUT_AUTO = 0,
+  PL_LAYOUT_CHW,
+  PL_LAYOUT_HWC
+} pl_layout;
+
+typedef struct pl_transform {
+  pl_transform_kind kind;
+  const char *field; /* the field it applies to; NULL: "label" for TO_INT64,
+                        else "image". Copied at pl_loader_create */
+  pl_layout input_layout; /* how the stored field is laid out; AUTO */
+  /* RANDOM_CROP */
+  int32_t size[2];   /* output height, width; 0: the input's */
+  int32_t padding;   /* pixels added on each side */
+  uint8_t fill;      /* value of the padding pixels (before CONVERT) */
+  /* RANDOM_HFLIP */
+  float p;           /* probability of a flip; pl_transform_init: 0.5 */
+  /* CONVERT */
+  pl_dtype dtype;    /* PL_FLOAT32, PL_BFLOAT16 or PL_FLOAT16 */
+  /* NORMALIZE: per channel, or one value for every channel */
+  int num_channels;
+  float mean[PL_TRANSFORM_MAX_CHANNELS];
+  float std[PL_TRANSFORM_MAX_CHANNELS];
+  /* LAYOUT */
+  pl_layout layout;  /* PL_LAYOUT_CHW or PL_LAYOUT_HWC (channels_last) */
+} pl_transform;
+
+/* Zeroes t and sets its kind and defaults (p = 0.5, dtype float32, layout
+ * CHW). */
+PL_API void pl_transform_init(pl_transform *t, pl_transform_kind kind);
+
 /* ---------------------------------------------------------------- loader */
 
 typedef enum pl_device_kind {
@@ -533,6 +615,11 @@ typedef struct pl_loader_config {
   double cpu_budget;
   uint32_t replay_batches;
   uint64_t replay_after;
+
+  /* Per-sample transforms (see "transforms" above); copied at create, so
+   * the array may be freed after pl_loader_create. Default none. */
+  const pl_transform *transforms;
+  int num_transforms;
 } pl_loader_config;
 
 /* num_workers / prefetch PL_AUTO ("auto"): tuned at run time from measured

@@ -266,6 +266,43 @@ static void test_alloc_faults(void) {
 }
 #endif
 
+/* The transforms' draws (extra_sample_bytes, 16 a sample) are one more
+ * field, after the dataset's: gathered with the batch (whole), chunked
+ * with it, and gathered beside the small fields in direct mode. */
+static void test_extra_field(pl_dataset *ds) {
+  pl_plan_request req = request(ds, 1024, 14, 28);
+  req.extra_sample_bytes = 16;
+  pl_copy_plan p;
+  make(&CUDA_CAPS, &req, &p);
+  CHECK(p.mode == PL_PLAN_WHOLE);
+  CHECK_EQ_U64(p.nfields, 3);
+  check_field(&p, 1, 8, 3145728, 3145728, PL_ROUTE_GATHER);
+  check_field(&p, 2, 16, 3145728 + 8192, 3145728 + 8192, PL_ROUTE_GATHER);
+  CHECK_EQ_U64(p.batch_bytes, 3145728 + 8192 + 16384);
+  pl_copy_plan_free(&p);
+  req.batch_size = 4096; /* chunks of 4 MiB / 3096 bytes = 1354 samples */
+  make(&CUDA_CAPS, &req, &p);
+  CHECK(p.mode == PL_PLAN_CHUNKED);
+  CHECK_EQ_U64(p.chunk_samples, 1354);
+  check_field(&p, 2, 16, 12582912 + 32768, pl_align_up(4159488 + 1354 * 8, 64),
+              PL_ROUTE_CHUNK);
+  CHECK_EQ_U64(p.max_spans, 3);
+  pl_copy_plan_free(&p);
+  pl_dataset *big = open_idx(64, 1024);
+  req = request(big, 64, 2, 4);
+  req.direct_copy = 1;
+  req.extra_sample_bytes = 32;
+  make(&CUDA_CAPS, &req, &p);
+  CHECK(p.mode == PL_PLAN_DIRECT);
+  check_field(&p, 0, 65536, 0, 0, PL_ROUTE_DIRECT);
+  check_field(&p, 1, 1, 4194304, 0, PL_ROUTE_GATHER);
+  check_field(&p, 2, 32, 4194304 + 256, 64, PL_ROUTE_GATHER);
+  CHECK_EQ_U64(p.stage_bytes, 64 + 64 * 32);
+  CHECK_EQ_U64(p.max_spans, 66);
+  pl_copy_plan_free(&p);
+  pl_dataset_destroy(big);
+}
+
 int main(void) {
   (void)fixture_check_batch;
   fixture fx = {0};
@@ -276,6 +313,7 @@ int main(void) {
   test_cpu(ds);
   test_direct_refused(ds);
   test_direct();
+  test_extra_field(ds);
 #ifdef PL_FAULT_INJECTION
   test_alloc_faults();
 #endif

@@ -366,9 +366,9 @@ static void dtypes(void) {
   static const char *const names[] = {"uint8",  "int8",    "int16",
                                       "uint16", "int32",   "uint32",
                                       "int64",  "float16", "float32",
-                                      "float64"};
-  static const size_t sizes[] = {1, 1, 2, 2, 4, 4, 8, 2, 4, 8};
-  CHECK_EQ_U64(PL_DTYPE_COUNT_, 10);
+                                      "float64", "bfloat16"};
+  static const size_t sizes[] = {1, 1, 2, 2, 4, 4, 8, 2, 4, 8, 2};
+  CHECK_EQ_U64(PL_DTYPE_COUNT_, 11);
   for (int t = 0; t < PL_DTYPE_COUNT_; t++) {
     CHECK(!strcmp(pl_dtype_name((pl_dtype)t), names[t]));
     CHECK_EQ_U64(pl_dtype_size((pl_dtype)t), sizes[t]);

@@ -22,6 +22,8 @@ typedef struct run_opts {
   int report, json; /* --report [--json] */
   double step_ms;   /* --step-ms: a stand-in training step */
   unsigned shard_keep; /* PL_KEEP_*: sharding given as flags */
+  pl_transform xf[8]; /* --normalize, --to, --random-crop, --flip, ... */
+  int nxf;
 } run_opts;
 
 typedef struct run_totals {
@@ -34,7 +36,9 @@ typedef struct run_totals {
 
 /* The command's own flags; the loader's come from the option table. */
 enum { F_DATASET, F_EPOCHS, F_MAX_BATCHES, F_ORDER_OUT, F_SAVE_STATE,
-       F_RESUME, F_CHECKSUM, F_QUIET, F_REPORT, F_JSON, F_STEP_MS };
+       F_RESUME, F_CHECKSUM, F_QUIET, F_REPORT, F_JSON, F_STEP_MS,
+       F_RANDOM_CROP, F_FLIP, F_TO, F_NORMALIZE, F_CHANNELS_LAST,
+       F_INT64_LABELS };
 static const cli_flag run_flags[] = {
     {"dataset", "SPEC", "idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
      "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...] or "
@@ -59,7 +63,92 @@ static const cli_flag run_flags[] = {
      NULL},
     {"step-ms", "MS", "sleep MS per batch while holding it: a stand-in "
      "training step", F_STEP_MS, 0, 0, 0, NULL},
+    /* Transforms of the `image` field (docs/transforms.md): on the GPU after
+     * the copy, in the workers on the CPU; applied in this order whatever
+     * the flags' order. CLI-only: not scalar loader options. */
+    {"random-crop", "PAD", "zero-pad PAD pixels, crop the original size "
+     "back at a random offset (torchvision RandomCrop)", F_RANDOM_CROP, 1, 0,
+     4096, NULL},
+    {"flip", NULL, "random horizontal flip, p = 0.5", F_FLIP, 0, 0, 0, NULL},
+    {"to", "T", "float32, bf16 or fp16: x / 255 (ConvertImageDtype)", F_TO,
+     0, 0, 0, NULL},
+    {"normalize", "M,S", "(x / 255 - M) / S; M1,..,Mc,S1,..,Sc per channel",
+     F_NORMALIZE, 0, 0, 0, NULL},
+    {"channels-last", NULL, "deliver images [H,W,C] per sample (default "
+     "[C,H,W])", F_CHANNELS_LAST, 0, 0, 0, NULL},
+    {"int64-labels", NULL, "widen the `label` field to int64",
+     F_INT64_LABELS, 0, 0, 0, NULL},
 };
+
+/* The transform of kind k in the CLI's list, added if new. */
+static pl_transform *add_xf(run_opts *o, pl_transform_kind k) {
+  for (int i = 0; i < o->nxf; i++)
+    if (o->xf[i].kind == k)
+      return &o->xf[i];
+  pl_transform_init(&o->xf[o->nxf], k);
+  return &o->xf[o->nxf++];
+}
+
+/* "M,S" or "M1,..,Mc,S1,..,Sc" into t's mean and std. 0 on success. */
+static int parse_normalize(const char *v, pl_transform *t) {
+  float vals[2 * PL_TRANSFORM_MAX_CHANNELS];
+  int n = 0;
+  char buf[512];
+  if (strlen(v) >= sizeof buf)
+    return 1;
+  snprintf(buf, sizeof buf, "%s", v);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    double d;
+    if (n == 2 * PL_TRANSFORM_MAX_CHANNELS || cli_parse_double(tok, &d))
+      return 1;
+    vals[n++] = (float)d;
+  }
+  if (n < 2 || n % 2)
+    return 1;
+  t->num_channels = n / 2;
+  for (int c = 0; c < n / 2; c++)
+    t->mean[c] = vals[c], t->std[c] = vals[n / 2 + c];
+  return 0;
+}
+
+static int parse_to(const char *v, pl_transform *t) {
+  if (!strcmp(v, "float32") || !strcmp(v, "fp32"))
+    t->dtype = PL_FLOAT32;
+  else if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16"))
+    t->dtype = PL_BFLOAT16;
+  else if (!strcmp(v, "fp16") || !strcmp(v, "float16"))
+    t->dtype = PL_FLOAT16;
+  else
+    return 1;
+  return 0;
+}
+
+static int on_transform_flag(run_opts *o, int id, const char *v, uint64_t n) {
+  switch (id) {
+  case F_RANDOM_CROP:
+    add_xf(o, PL_TRANSFORM_RANDOM_CROP)->padding = (int32_t)n;
+    return 0;
+  case F_FLIP: add_xf(o, PL_TRANSFORM_RANDOM_HFLIP); return 0;
+  case F_CHANNELS_LAST:
+    add_xf(o, PL_TRANSFORM_LAYOUT)->layout = PL_LAYOUT_HWC;
+    return 0;
+  case F_INT64_LABELS: add_xf(o, PL_TRANSFORM_TO_INT64); return 0;
+  case F_TO:
+    if (!parse_to(v, add_xf(o, PL_TRANSFORM_CONVERT)))
+      return 0;
+    fprintf(stderr, "pinloader run: --to must be float32, bf16 or fp16, "
+                    "got %s\n", v);
+    return 2;
+  default:
+    if (!parse_normalize(v, add_xf(o, PL_TRANSFORM_NORMALIZE)))
+      return 0;
+    fprintf(stderr, "pinloader run: --normalize must be MEAN,STD or "
+                    "M1,..,Mc,S1,..,Sc (at most 16 channels), got %s\n", v);
+    return 2;
+  }
+}
 
 /* Where the CLI starts from other than the library's defaults. Sharding
  * comes from RANK / WORLD_SIZE / LOCAL_RANK where --rank / --world-size
@@ -89,6 +178,7 @@ static int on_run_flag(void *user, const cli_flag *f, const char *v,
       return 2;
     }
     break;
+  default: return on_transform_flag(o, f->id, v, n);
   }
   return 0;
 }
@@ -108,6 +198,8 @@ static int parse_run(run_opts *o, int argc, char **argv) {
                   on_run_flag, o, {0}};
   int rc = cli_parse_args(&p, argc, argv);
   o->shard_keep = cli_shard_keep(&p);
+  o->cfg.transforms = o->xf;
+  o->cfg.num_transforms = o->nxf;
   return rc;
 }
 

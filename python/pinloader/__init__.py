@@ -32,10 +32,13 @@ from . import _collate
 from . import _pinloader as _C
 from . import _worker
 from . import datasets
+from . import transforms as _transforms
 from ._pinloader import Error
 from ._worker import sample_rng
 
-__all__ = ["DataLoader", "Error", "datasets", "cuda_available", "sample_rng", "__version__"]
+transforms = _transforms
+__all__ = ["DataLoader", "Error", "datasets", "transforms", "cuda_available", "sample_rng",
+           "__version__"]
 
 __version__ = _C.version()
 
@@ -97,6 +100,15 @@ def _converter(output):
     if output not in ("auto", "numpy"):
         raise ValueError("output must be 'auto', 'torch', 'numpy' or 'raw', not %r" % (output,))
     return _numpy_from
+
+
+def _channels_last(convert, names):
+    """torch tensors of the named [N,H,W,C] fields as their [N,C,H,W]
+    channels_last view (transforms.ChannelsLast)."""
+    def conv(fa):
+        t = convert(fa)
+        return t.permute(0, 3, 1, 2) if fa.name in names and hasattr(t, "permute") else t
+    return conv
 
 
 def _as_bool(x):
@@ -247,7 +259,8 @@ class _Engine:
                 threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
             self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
         try:
-            self.ld = _C.Loader(self.ds, **dl._loader_options(threads, first_epoch))
+            extra = {"transforms": dl._xf_specs} if plan.native is not None and dl._xf_specs else {}
+            self.ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
         except BaseException:
             self.close()
             raise
@@ -659,7 +672,7 @@ class DataLoader:
                  seed=None, device="cpu", non_blocking=True, pinned_budget=0, rank=None,
                  world_size=None, max_batch_buffers=0, output="auto", direct_copy=False,
                  copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
-                 timings=True, worker_mode=None):
+                 timings=True, transforms=None, worker_mode=None):
         # "auto": the C loader tunes its threads / depth while it runs
         # (within cpu_budget cores; loader.report() shows the result). A
         # Python dataset's worker processes are started up front: one per
@@ -752,6 +765,14 @@ class DataLoader:
         self._tuning = dict(cpu_budget=cpu_budget, replay_batches=replay_batches,
                             replay_after=replay_after, timings=timings)
         self._convert = _converter(output)
+        # pinloader.transforms (RandomCrop, Normalize...): in C, on a native
+        # dataset's fields (on the GPU after the copy for CUDA batches).
+        self._xf_specs, channels_last = _transforms.specs(transforms)
+        if transforms and not isinstance(dataset, datasets.Dataset):
+            raise ValueError("transforms= applies to pinloader's native datasets (their named "
+                             "fields); a Python dataset transforms in __getitem__")
+        if channels_last:
+            self._convert = _channels_last(self._convert, channels_last)
         self._lock = threading.Lock()
 
         native = isinstance(dataset, datasets.Dataset)

@@ -412,6 +412,13 @@ static int fa_getbuffer(FieldArrayObject *self, Py_buffer *view, int flags) {
     return -1;
   }
   const pl_field *f = fa_field(self);
+  if (f->dtype == PL_BFLOAT16) { /* the struct module has no bfloat16 */
+    PyErr_SetString(PyExc_BufferError,
+                    "bfloat16 has no buffer-protocol format: use __dlpack__ "
+                    "(torch)");
+    view->obj = NULL;
+    return -1;
+  }
   view->buf = pl_batch_data(self->h->batch, self->field);
   view->obj = (PyObject *)self;
   Py_INCREF(self);

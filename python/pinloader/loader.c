@@ -142,6 +142,90 @@ static int option_set(pl_loader_config *cfg, PyObject *key, PyObject *val,
 /* Loader(dataset, **options): options are exactly the table's names
  * (pl_option_info_at); sharding the caller leaves out comes from the
  * environment (pl_loader_config_shard_env's rule). */
+/* One transform: (kind, field or None, input_layout, height, width,
+ * padding, fill, p, dtype, mean, std, layout), as pinloader/transforms.py
+ * builds it. */
+static int transform_from(PyObject *tup, pl_transform *t) {
+  static const char *const kinds[] = {"", "RANDOM_CROP", "RANDOM_HFLIP",
+                                      "CONVERT", "NORMALIZE", "LAYOUT",
+                                      "TO_INT64"};
+  const char *kind, *field, *dtype;
+  int in_layout, h, w, pad, fill, layout;
+  float p;
+  PyObject *mean, *std;
+  if (!PyTuple_Check(tup) ||
+      !PyArg_ParseTuple(tup, "sziiiiifsOOi:transform", &kind, &field,
+                        &in_layout, &h, &w, &pad, &fill, &p, &dtype, &mean,
+                        &std, &layout))
+    return -1;
+  int k = 0;
+  for (int i = 1; i < (int)(sizeof kinds / sizeof *kinds); i++)
+    if (!strcmp(kinds[i], kind))
+      k = i;
+  if (!k) {
+    PyErr_Format(PyExc_ValueError, "unknown transform kind '%s'", kind);
+    return -1;
+  }
+  pl_transform_init(t, (pl_transform_kind)k);
+  t->field = field;
+  t->input_layout = (pl_layout)in_layout;
+  t->size[0] = h, t->size[1] = w;
+  t->padding = pad;
+  t->fill = (uint8_t)fill;
+  t->p = p;
+  t->layout = (pl_layout)layout;
+  pl_dtype d;
+  if (dtype_from_name(dtype, &d) < 0)
+    return -1;
+  t->dtype = d;
+  PyObject *ms[2] = {mean, std};
+  for (int j = 0; j < 2; j++) {
+    PyObject *seq = PySequence_Fast(ms[j], "mean and std are sequences");
+    if (!seq)
+      return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > PL_TRANSFORM_MAX_CHANNELS) {
+      Py_DECREF(seq);
+      PyErr_SetString(PyExc_ValueError, "more than 16 channels in mean/std");
+      return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+      double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+      (j ? t->std : t->mean)[i] = (float)v;
+    }
+    Py_DECREF(seq);
+    if (PyErr_Occurred())
+      return -1;
+    t->num_channels = (int)n;
+  }
+  return 0;
+}
+
+/* The list into a PyMem array (freed by the caller after create); its
+ * field names point into the list's strings, alive during create. */
+static int transforms_from(PyObject *list, pl_loader_config *cfg) {
+  if (list == Py_None)
+    return 0;
+  PyObject *seq = PySequence_Fast(list, "transforms must be a sequence");
+  if (!seq)
+    return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  pl_transform *t = PyMem_Calloc((size_t)n + 1, sizeof *t);
+  int rc = t ? 0 : -1;
+  if (!t)
+    PyErr_NoMemory();
+  for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+    rc = transform_from(PySequence_Fast_GET_ITEM(seq, i), &t[i]);
+  Py_DECREF(seq);
+  if (rc < 0) {
+    PyMem_Free(t);
+    return -1;
+  }
+  cfg->transforms = t;
+  cfg->num_transforms = (int)n;
+  return 0;
+}
+
 static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
                          pl_loader_config *cfg) {
   if (!PyArg_ParseTuple(args, "O!:Loader", &DatasetType, dso))
@@ -149,17 +233,24 @@ static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
   pl_loader_config_init(cfg);
   cfg->log = py_log;
   unsigned keep = 0;
-  PyObject *key, *val;
+  PyObject *key, *val, *transforms = Py_None;
   Py_ssize_t pos = 0;
-  while (kw && PyDict_Next(kw, &pos, &key, &val))
+  while (kw && PyDict_Next(kw, &pos, &key, &val)) {
+    /* transforms: a list, not a scalar option of the table */
+    if (PyUnicode_Check(key) &&
+        PyUnicode_CompareWithASCIIString(key, "transforms") == 0) {
+      transforms = val;
+      continue;
+    }
     if (option_set(cfg, key, val, &keep) < 0)
       return -1;
+  }
   pl_error err;
   if (pl_loader_config_shard_env(cfg, keep, &err) != PL_OK) {
     PyErr_SetString(PyExc_ValueError, err.message);
     return -1;
   }
-  return 0;
+  return transforms_from(transforms, cfg);
 }
 
 /* The option's value as Python has it: bool, int, float or str. */
@@ -253,6 +344,9 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   Py_BEGIN_ALLOW_THREADS
   s = pl_loader_create(dso->ds, &cfg, &ld, &err);
   Py_END_ALLOW_THREADS
+  PyMem_Free((void *)cfg.transforms); /* the loader copied the list */
+  cfg.transforms = NULL;
+  cfg.num_transforms = 0;
   if (s != PL_OK)
     return raise_pl(&err);
   LoaderObject *self = (LoaderObject *)type->tp_alloc(type, 0);

@@ -44,6 +44,7 @@
 #include "backend/copy_plan.h"
 #include "core/common.h"
 #include "data/dataset.h"
+#include "data/transform.h"
 
 typedef struct pl_backend pl_backend;
 
@@ -51,6 +52,8 @@ typedef struct pl_bufmem {
   void *data; /* consumer-visible batch memory, `bytes` long */
   void *host; /* set by fill_begin: where the worker writes */
   uint64_t bytes;
+  uint32_t samples; /* set by the loader before a batch's last submit: its
+                       samples (for transforms) */
   void *priv; /* backend's per-buffer state */
   /* With plan.shared_memory, the memfd `host` starts at byte 0 of
    * (host_fd_bytes long) and its id (pl_fd_id), set by fill_begin; host_fd
@@ -79,6 +82,15 @@ typedef struct pl_backend_config {
    * staging sizes, staging count, pinned budget, regions to page-lock. */
   const pl_copy_plan *plan;
   const pl_logger *log; /* outlives the backend */
+  /* Device transforms (data/transform.h; NULL: none; outlives the
+   * backend): after a batch's last submit a device backend runs the plan
+   * on a stream of its own, reading the staged bytes at m->data (laid out
+   * as plan->batch_bytes says) and writing the delivered arrays at
+   * m->data + xform_out_off; deliver / wait_* then wait for that. Batch
+   * buffers are then xform_buf_bytes long. A host backend ignores it (the
+   * workers transform). */
+  const pl_xform_plan *xform;
+  uint64_t xform_out_off, xform_buf_bytes;
 } pl_backend_config;
 
 typedef struct pl_backend_vt {

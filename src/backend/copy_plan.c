@@ -13,11 +13,12 @@ enum {
 };
 
 /* Fields one after the other, each aligned, batch_size samples each. */
-static void layout_batch(pl_copy_plan *p, const pl_dataset *ds) {
+static void layout_batch(pl_copy_plan *p, const pl_plan_request *req) {
   uint64_t end = 0;
   for (int f = 0; f < p->nfields; f++) {
     pl_field_plan *fp = &p->fields[f];
-    fp->bytes = ds->field_bytes[f];
+    fp->bytes = f < req->ds->nfields ? req->ds->field_bytes[f]
+                                     : req->extra_sample_bytes;
     fp->batch_off = pl_align_up(end, FIELD_ALIGN);
     fp->stage_off = fp->batch_off;
     fp->route = PL_ROUTE_GATHER;
@@ -235,11 +236,11 @@ pl_status pl_copy_plan_make(const pl_backend_caps *caps,
   memset(out, 0, sizeof *out);
   out->batch_size = req->batch_size;
   out->shared_memory = req->shared_memory;
-  out->nfields = ds->nfields;
-  out->fields = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *out->fields);
+  out->nfields = ds->nfields + (req->extra_sample_bytes ? 1 : 0);
+  out->fields = pl_calloc((size_t)PL_MAX(out->nfields, 1), sizeof *out->fields);
   if (!out->fields)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for the copy plan");
-  layout_batch(out, ds);
+  layout_batch(out, req);
   plan_gather(out, caps, req);
   pl_status s = PL_OK;
   if (req->direct_copy && ds->length > 0)

@@ -79,6 +79,10 @@ typedef struct pl_plan_request {
   uint64_t pinned_budget;    /* 0: what the plan needs */
   int shared_memory;         /* what workers write is a memfd (a worker
                                 process writes it: whole-batch datasets) */
+  /* Bytes per sample the loader gathers beside the dataset's fields (the
+   * transforms' random draws, data/transform.h): planned as one more
+   * field, index ds->nfields, never direct. 0: none. */
+  uint64_t extra_sample_bytes;
 } pl_plan_request;
 
 typedef struct pl_field_plan {
@@ -92,7 +96,7 @@ typedef struct pl_field_plan {
 typedef struct pl_copy_plan {
   pl_plan_mode mode;
   uint32_t batch_size;
-  int nfields;
+  int nfields; /* the dataset's, plus one for extra_sample_bytes */
   pl_field_plan *fields;
   uint64_t batch_bytes;   /* one batch buffer, all fields (>= 1) */
   uint32_t chunk_samples; /* CHUNKED: samples per chunk; else batch_size */

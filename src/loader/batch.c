@@ -22,22 +22,25 @@ uint64_t pl_batch_sample_index(const pl_batch *b, uint32_t i) {
 }
 
 static int field_ok(const pl_batch *b, int field) {
-  return b && field >= 0 && field < b->core->copy.nfields;
+  return b && field >= 0 && field < b->core->ds->nfields;
 }
 
 void *pl_batch_data(const pl_batch *b, int field) {
   if (!field_ok(b, field))
     return NULL;
-  return (char *)b->mem.data + b->core->copy.fields[field].batch_off;
+  return (char *)b->mem.data + b->core->out_base + b->core->out_off[field];
 }
 
 uint64_t pl_batch_bytes(const pl_batch *b, int field) {
-  return field_ok(b, field) ? (uint64_t)b->size * b->core->copy.fields[field].bytes
+  return field_ok(b, field) ? (uint64_t)b->size * b->core->out_bytes[field]
                             : 0;
 }
 
 const pl_field *pl_batch_field(const pl_batch *b, int field) {
-  return field_ok(b, field) ? &b->core->ds->fields[field] : NULL;
+  if (!field_ok(b, field))
+    return NULL;
+  const pl_core *c = b->core;
+  return c->xf ? &c->xf->out_fields[field] : &c->ds->fields[field];
 }
 
 pl_device_kind pl_batch_device(const pl_batch *b, int *index) {
@@ -71,7 +74,8 @@ pl_status pl_batch_copy_to_host(pl_batch *b, int field, uint64_t offset,
                      (unsigned long long)offset, (unsigned long long)(offset + n),
                      field, (unsigned long long)have);
   pl_backend *be = b->core->be;
-  return be->vt->read_back(be, &b->mem, b->core->copy.fields[field].batch_off + offset,
+  return be->vt->read_back(be, &b->mem,
+                           b->core->out_base + b->core->out_off[field] + offset,
                            dst, n, err);
 }
 

@@ -213,7 +213,7 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for a batch");
   }
   b->core = c;
-  b->mem.bytes = c->copy.batch_bytes;
+  b->mem.bytes = c->mem_bytes;
   b->mem.host_fd = -1;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
@@ -255,6 +255,9 @@ void pl_core_free(pl_core *c) {
   pl_order_unref(c->order);
   pl_replay_free(c);
   pl_copy_plan_free(&c->copy);
+  pl_xform_plan_free(c->xf);
+  free(c->out_off);
+  free(c->out_bytes);
   free(c);
 }
 
@@ -292,7 +295,37 @@ static pl_plan_request plan_request(const pl_core *c) {
       .direct_copy = c->ds->vt->read_batch ? 0 : cfg->direct_copy,
       .shared_memory =
           c->ds->vt->shared_memory && c->ds->vt->shared_memory(c->ds),
+      .extra_sample_bytes = c->xf ? (uint64_t)c->xf->nparams *
+                                        sizeof(pl_xform_params)
+                                  : 0,
   };
+}
+
+/* The delivered layout, after the plan's staged one: with transforms a
+ * batch buffer holds the staged bytes, then (from out_base) the delivered
+ * arrays; without, the two are one. Tells the plan's fields where they
+ * lie in both. */
+static void delivered_layout(pl_core *c) {
+  const pl_copy_plan *p = &c->copy;
+  uint64_t end = 0;
+  for (int f = 0; f < c->ds->nfields; f++) {
+    if (!c->xf) {
+      c->out_off[f] = p->fields[f].batch_off;
+      c->out_bytes[f] = p->fields[f].bytes;
+      continue;
+    }
+    c->out_off[f] = pl_align_up(end, 256);
+    c->out_bytes[f] = pl_field_bytes(&c->xf->out_fields[f]);
+    end = c->out_off[f] + (uint64_t)p->batch_size * c->out_bytes[f];
+  }
+  c->out_base = c->xf ? pl_align_up(p->batch_bytes, 256) : 0;
+  c->mem_bytes = c->xf ? c->out_base + PL_MAX(end, 1) : p->batch_bytes;
+  for (int i = 0; c->xf && i < c->xf->n; i++) {
+    c->xf->f[i].in_off = p->fields[c->xf->f[i].field].batch_off;
+    c->xf->f[i].out_off = c->out_off[c->xf->f[i].field];
+  }
+  if (c->xf && c->xf->nparams)
+    c->xf->params_off = p->fields[c->ds->nfields].batch_off;
 }
 
 /* What the plan that was kept says about direct mode. */
@@ -319,7 +352,11 @@ static pl_status create_backend(pl_core *c, pl_device_kind kind,
       .non_blocking = cfg->non_blocking,
       .plan = &c->copy,
       .log = &c->log,
+      .xform = c->xf,
+      .xform_out_off = c->out_base,
+      .xform_buf_bytes = c->mem_bytes,
   };
+  c->xf_host = c->xf && kind == PL_DEVICE_CPU;
   return kind == PL_DEVICE_CPU ? pl_backend_cpu_create(&bc, &c->be, err)
                                : pl_backend_cuda_create(&bc, &c->be, err);
 }
@@ -335,6 +372,7 @@ static pl_status plan_and_create(pl_core *c, pl_device_kind kind,
   pl_plan_request req = plan_request(c);
   pl_copy_plan_free(&c->copy);
   PL_TRY(pl_copy_plan_make(&caps, &req, &c->copy, err));
+  delivered_layout(c);
   double t0 = pl_now();
   pl_status s = create_backend(c, kind, err);
   if (s != PL_OK && c->copy.mode == PL_PLAN_DIRECT && s != PL_NO_DEVICE &&
@@ -344,6 +382,7 @@ static pl_status plan_and_create(pl_core *c, pl_device_kind kind,
     req.direct_copy = 0;
     pl_copy_plan_free(&c->copy);
     PL_TRY(pl_copy_plan_make(&caps, &req, &c->copy, err));
+    delivered_layout(c);
     s = create_backend(c, kind, err);
   }
   if (s == PL_OK)
@@ -392,8 +431,15 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   c->max_slots = PL_MAX(c->max_slots, 1);
   c->slots = pl_calloc((size_t)c->max_slots, sizeof *c->slots);
   *out = c;
-  if (!c->slots)
+  c->out_off = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->out_off);
+  c->out_bytes = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->out_bytes);
+  if (!c->slots || !c->out_off || !c->out_bytes)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  /* The plan keeps what it needs of the list: the caller's array may go. */
+  PL_TRY(pl_xform_plan_new(ds->fields, ds->nfields, cfg->transforms,
+                           cfg->num_transforms, &c->xf, err));
+  c->cfg.transforms = NULL;
+  c->cfg.num_transforms = 0;
   PL_TRY(pl_replay_setup(c, err));
   PL_TRY(open_backend(c, err));
   pl_timing_init(c);
@@ -501,7 +547,8 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
   }
   c->batches_delivered++;
   c->samples_delivered += b->size;
-  c->bytes_delivered += (uint64_t)b->size * c->ds->sample_bytes;
+  for (int f = 0; f < c->ds->nfields; f++) /* as delivered: transformed */
+    c->bytes_delivered += (uint64_t)b->size * c->out_bytes[f];
   *out = b;
   return PL_OK;
 }

@@ -50,9 +50,12 @@ static int gather_small(pl_core *c, pl_batch *b, int n) {
   for (uint32_t i = 0; i < b->size; i++) {
     for (int f = 0; f < p->nfields; f++) {
       const pl_field_plan *fp = &p->fields[f];
-      if (fp->route != PL_ROUTE_DIRECT)
-        memcpy(host + fp->stage_off + (uint64_t)i * fp->bytes,
-               ds->vt->view(ds, b->sample_idx[i], f), fp->bytes);
+      uint8_t *dst = host + fp->stage_off + (uint64_t)i * fp->bytes;
+      if (fp->route != PL_ROUTE_DIRECT && f < ds->nfields)
+        memcpy(dst, ds->vt->view(ds, b->sample_idx[i], f), fp->bytes);
+      else if (fp->route != PL_ROUTE_DIRECT) /* the transforms' draws */
+        pl_xform_draw(c->xf, c->cfg.seed, b->epoch, b->sample_idx[i],
+                      (pl_xform_params *)(void *)dst);
     }
     if ((i & 1023) == 1023 && pl_core_abandoned(c, b))
       return -1;

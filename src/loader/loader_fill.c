@@ -36,8 +36,27 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
         &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
 }
 
+/* Transforms of sample i (of b), read into d: its draws into the plan's
+ * extra field; on the CPU (xf_host) the transformed fields straight into
+ * the delivered arrays, out_base on. */
+static void transform_sample(pl_core *c, pl_batch *b, uint32_t i, void **d) {
+  const pl_xform_plan *x = c->xf;
+  pl_xform_params *draws = x->nparams ? d[c->ds->nfields] : NULL;
+  if (draws)
+    pl_xform_draw(x, c->cfg.seed, b->epoch, b->sample_idx[i], draws);
+  if (!c->xf_host)
+    return; /* the device transforms the batch after its copy */
+  uint8_t *out = (uint8_t *)b->mem.data + c->out_base;
+  for (int j = 0; j < x->n; j++) {
+    int f = x->f[j].field;
+    pl_xform_apply(x, &x->f[j], draws, d[f],
+                   out + c->out_off[f] + (uint64_t)i * c->out_bytes[f]);
+  }
+}
+
 /* Reads samples [i0, i1) of b into base: field f of sample i goes to
- * base + stage_off[f] + (i - i0) * bytes[f]. */
+ * base + stage_off[f] + (i - i0) * bytes[f]; with transforms, the draws
+ * too (transform_sample). */
 static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
                               uint32_t i1, uint8_t *base) {
   const pl_copy_plan *p = &c->copy;
@@ -59,6 +78,8 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
     s = pl_dataset_read_sample(c->ds, b->sample_idx[i], &ctx, d, &b->err);
+    if (s == PL_OK && c->xf)
+      transform_sample(c, b, i, d);
     if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
@@ -199,6 +220,7 @@ void pl_fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   b->read_ns = 0;
   compute_indices(c, b);
+  b->mem.samples = b->size;
   pl_status s;
   if (c->ds->vt->read_batch) {
     s = fill_by_batch(c, b);

@@ -111,6 +111,21 @@ struct pl_core {
    * (backend/copy_plan.h). Made before the backend, fixed after. */
   pl_copy_plan copy;
 
+  /* Transforms (data/transform.h), fixed at create; xf NULL: none. The
+   * copy plan lays out the staged bytes (the dataset's fields, then the
+   * draws as plan field ds->nfields); the delivered arrays follow in the
+   * same buffer, from out_base: out_off / out_bytes per field. The CUDA
+   * backend transforms after the copy; on the CPU (xf_host) the workers
+   * transform each sample as soon as it is read. Without transforms the
+   * delivered arrays are the staged ones (out_base 0, the plan's
+   * offsets). */
+  pl_xform_plan *xf;
+  int xf_host;
+  uint64_t out_base;
+  uint64_t *out_off;
+  uint64_t *out_bytes;
+  uint64_t mem_bytes; /* one batch buffer */
+
   pl_batch **slots; /* [mu] all buffers allocated so far */
   int nslots;       /* [mu] */
   int growing;      /* [mu] buffers being allocated outside the lock */

@@ -49,6 +49,7 @@ static void cuda_destroy(pl_backend *b) {
     cudaStreamSynchronize(be->stream);
   pl_stage_pool_destroy(&be->pool);
   pl_cuda_regions_unregister(be); /* the stream is synchronized */
+  pl_cuda_xform_destroy(be);
   if (be->stream)
     cudaStreamDestroy(be->stream);
   (void)cudaGetLastError();
@@ -156,6 +157,7 @@ static pl_status cuda_setup(cuda_backend *be, const pl_backend_config *cfg,
   PL_TRY(pl_stage_pool_init(&be->pool, &pc, err));
   CUDA_TRY(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking),
            err);
+  PL_TRY(pl_cuda_xform_setup(be, err));
   PL_TRY(pl_cuda_regions_register(be, plan->regions, plan->nregions, err));
   log_setup(be, plan);
   return PL_OK;
@@ -176,7 +178,9 @@ pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
   be->base.device_index = cfg->device_index;
   snprintf(be->base.name, sizeof be->base.name, "cuda:%d", cfg->device_index);
   be->non_blocking = cfg->non_blocking;
-  be->batch_bytes = cfg->plan->batch_bytes;
+  be->batch_bytes = cfg->xform ? cfg->xform_buf_bytes : cfg->plan->batch_bytes;
+  be->xf = cfg->xform;
+  be->xf_out_off = cfg->xform_out_off;
   be->log = cfg->log;
   int prev;
   pl_status s = pl_cuda_enter(cuda_dev(be), &prev, err);

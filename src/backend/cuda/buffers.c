@@ -10,6 +10,8 @@ static void buf_events_destroy(cuda_buf *cb) {
     cudaEventDestroy(cb->done);
   if (cb->released)
     cudaEventDestroy(cb->released);
+  if (cb->copied)
+    cudaEventDestroy(cb->copied);
 }
 
 static pl_status device_alloc(pl_bufmem *m, pl_error *err) {
@@ -27,6 +29,8 @@ static pl_status buf_make(pl_bufmem *m, pl_error *err) {
   pl_status s = pl_cuda_event_new(&cb->done, cudaEventDisableTiming, err);
   if (s == PL_OK)
     s = pl_cuda_event_new(&cb->released, cudaEventDisableTiming, err);
+  if (s == PL_OK)
+    s = pl_cuda_event_new(&cb->copied, cudaEventDisableTiming, err);
   if (s == PL_OK)
     s = device_alloc(m, err);
   if (s != PL_OK) {
@@ -90,6 +94,8 @@ void pl_cuda_buf_free(pl_backend *b, pl_bufmem *m) {
      * The stream, not just `done`: a batch that failed halfway through its
      * chunks queued copies that no `done` covers. */
     cudaStreamSynchronize(be->stream);
+    if (be->xstream)
+      cudaStreamSynchronize(be->xstream);
     cudaEventSynchronize(cb->done);
     if (cb->has_released)
       cudaEventSynchronize(cb->released);

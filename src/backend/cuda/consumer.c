@@ -101,6 +101,8 @@ pl_status pl_cuda_sync(pl_backend *b, pl_error *err) {
   pl_status s = pl_cuda_enter(cuda_dev(be), &prev, err);
   cudaError_t rc = s == PL_OK ? cudaStreamSynchronize(be->stream)
                               : cudaSuccess;
+  if (rc == cudaSuccess && s == PL_OK && be->xstream) /* and the transforms */
+    rc = cudaStreamSynchronize(be->xstream);
   if (rc != cudaSuccess)
     s = pl_cuda_fail(err, rc, "cudaStreamSynchronize");
   pl_cuda_leave(cuda_dev(be), prev);

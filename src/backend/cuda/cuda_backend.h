@@ -13,6 +13,8 @@
  *   regions.c       dataset memory page-locked in place (direct mode)
  *   staging_pool.c  the page-locked staging buffers (staging_pool.h)
  *   device.c        device binding, CUDA errors, events (device.h)
+ *   transform_stream.c  device transforms after a batch's copies, on a
+ *                   stream of their own (kernels: transform.cu)
  *
  * Events, not host waits, order the three parties:
  *
@@ -42,6 +44,8 @@
 typedef struct cuda_buf {
   cudaEvent_t done;     /* the last copy into it finished */
   cudaEvent_t released; /* the consumer's last use of it */
+  cudaEvent_t copied;   /* transforms: the staged bytes landed (engine
+                           stream); `done` then follows the kernels */
   int has_released;     /* `released` recorded since the last copy */
   pl_stage *stage;      /* attached between fill_begin and submit */
   cudaEvent_t t_start, t_done; /* made on first stage-less copy */
@@ -66,6 +70,12 @@ typedef struct cuda_backend {
   int nsources;
   uint64_t source_bytes;
   atomic_int no_batch_api; /* cudaMemcpyBatchAsync unsupported: loop */
+  /* Device transforms (transform_stream.c): the plan, where the output lies in a
+   * buffer, the kernels' own stream, the tables in device memory. */
+  const pl_xform_plan *xf;
+  uint64_t xf_out_off;
+  cudaStream_t xstream;
+  void *xtable;
   _Atomic uint64_t batches_copied, bytes_copied, copy_ns;
   double link_rate; /* bytes/s, measured once by link_rate; < 0: failed */
 } cuda_backend;
@@ -105,6 +115,19 @@ void pl_cuda_release(pl_backend *b, pl_bufmem *m, void *stream);
 pl_status pl_cuda_read_back(pl_backend *b, pl_bufmem *m, uint64_t offset,
                             void *dst, uint64_t n, pl_error *err);
 pl_status pl_cuda_sync(pl_backend *b, pl_error *err);
+
+/* transform_stream.c: device transforms (be->xf). setup at create (stream,
+ * tables); before_copy on the engine stream before a batch's first copy
+ * into a buffer (the buffer's last transform has read its staged bytes);
+ * complete after its last copy: queues the kernels and records cb->done
+ * after them (without a plan: records cb->done on the engine stream).
+ * destroy at backend destroy. */
+pl_status pl_cuda_xform_setup(cuda_backend *be, pl_error *err);
+pl_status pl_cuda_xform_before_copy(cuda_backend *be, cuda_buf *cb,
+                                    pl_error *err);
+pl_status pl_cuda_xform_complete(cuda_backend *be, pl_bufmem *m,
+                                 pl_error *err);
+void pl_cuda_xform_destroy(cuda_backend *be);
 
 /* regions.c: page-locks the n regions (device current); on failure none
  * stays locked. unregister: the stream is synchronized. */

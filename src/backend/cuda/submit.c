@@ -156,14 +156,16 @@ static pl_status issue(cuda_backend *be, pl_bufmem *m, const pl_span *sp,
     CUDA_TRY(cudaStreamWaitEvent(s, cb->released, 0), err);
     cb->has_released = 0;
   }
+  if (flags & PL_SPANS_FIRST)
+    PL_TRY(pl_cuda_xform_before_copy(be, cb, err));
   if (PL_FAULT(PL_FAULT_COPY)) /* named as copy_spans would call it */
     return pl_cuda_fail(err, cudaErrorInvalidValue,
                         n > 1 ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync");
   CUDA_TRY(cudaEventRecord(start, s), err);
   PL_TRY(copy_spans(be, m, sp, n, err));
-  if (flags & PL_SPANS_LAST)
-    CUDA_TRY(cudaEventRecord(cb->done, s), err);
   CUDA_TRY(cudaEventRecord(done, s), err);
+  if (flags & PL_SPANS_LAST) /* records cb->done, after any transforms */
+    PL_TRY(pl_cuda_xform_complete(be, m, err));
   cb->timing = cb->stage == NULL;
   return PL_OK;
 }
