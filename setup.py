@@ -112,7 +112,9 @@ def codec_archives(build_dir):
 
 def extension():
     cuda = find_cuda()
-    sources = ["python/pinloader/_pinloader.c"] + library_sources(cuda is not None)
+    # The extension is every .c of python/pinloader/ (python/pinloader/module.h).
+    ext = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "python", "pinloader", "*.c")))
+    sources = ext + library_sources(cuda is not None)
     include_dirs = ["include", "src", "python/pinloader"]
     # gnu-flavoured C11 as the CMake build (pthreads, mmap, clock_gettime);
     # the library's symbols stay inside the module (PL_STATIC_DEFINE + hidden).

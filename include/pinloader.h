@@ -172,6 +172,75 @@ PL_API pl_status pl_dataset_from_callback(const pl_field *fields, int nfields,
                                           void (*free_user)(void *),
                                           pl_dataset **out, pl_error *err);
 
+/* ---- Whole-batch datasets (for readers in other processes) ----------- */
+
+/* Where one batch goes, for a pl_read_batch_fn. The batch memory is
+ * `buffer`, `buffer_bytes` long; sample i's field f lies at base[f] +
+ * i * pl_field_bytes(field f), and base[f] = buffer + offset[f]. When the
+ * dataset asked for shared memory (PL_BATCH_SHARED_MEMORY), the buffer is
+ * a memfd, `fd` (valid only during the call: dup it to keep it), mapped
+ * MAP_SHARED from its byte 0, so that another process can map the fd and
+ * write the fields in place; `buffer_id` names the buffer (the same fd
+ * and size every time it is seen again) so that a process maps each
+ * buffer once. Without shared memory fd is -1 and buffer_id 0. */
+typedef struct pl_batch_dst {
+  int nfields;
+  void *const *base;
+  const uint64_t *offset;
+  void *buffer;
+  uint64_t buffer_bytes;
+  int fd;
+  uint64_t buffer_id;
+  /* With a loader timeout (NULL without): report(dst, index) names the
+   * sample the callback is reading now, so that a PL_TIMEOUT names it
+   * (thread-safe, cheap; call it as often as you like). */
+  void (*report)(const struct pl_batch_dst *dst, uint64_t sample);
+  void *report_ctx;
+} pl_batch_dst;
+
+/* Who asks for a batch: the loader's seed, the epoch, the batch's index in
+ * this rank's epoch, and the loader's timeout (0: none) for the call. */
+typedef struct pl_batch_info {
+  uint64_t seed;
+  uint64_t epoch;
+  uint64_t batch_index;
+  double timeout_s;
+  uint64_t stream; /* pl_batch_stream of the batch being filled */
+  uint64_t job;    /* its number in that stream: batches are claimed, in
+                      order, by increasing job (consecutive in an epoch) */
+} pl_batch_info;
+
+/* Fill a whole batch: samples indices[0..n-1] into dst. Called from a
+ * loader's worker thread (one call per batch, concurrently with other
+ * batches), or with num_workers 0 from the consumer's. Return 0 on
+ * success; PL_READ_INTERRUPTED when the consumer's thread was interrupted
+ * (a signal it must handle): with num_workers 0 pl_loader_next then
+ * returns PL_NOT_READY, nothing lost, and fills the batch again at the next
+ * call (on a worker thread it fails the batch). Any other value fails the
+ * batch, and the NUL-terminated text in msg (at most msg_len bytes)
+ * becomes the error message. A loader over such a dataset fills every batch with one call:
+ * no per-sample reads, no chunked gathers, no direct mode. */
+typedef int (*pl_read_batch_fn)(void *user, const uint64_t *indices,
+                                uint32_t n, const pl_batch_info *info,
+                                const pl_batch_dst *dst, char *msg,
+                                size_t msg_len);
+
+#define PL_READ_INTERRUPTED (-2)
+
+enum {
+  /* Batch memory the callback sees is a memfd another process can map
+   * (CPU batch buffers and CUDA staging buffers; CUDA pins it in place). */
+  PL_BATCH_SHARED_MEMORY = 1
+};
+
+/* A dataset read a batch at a time by read_batch. get_item may be NULL
+ * (pl_dataset_read then fails with PL_UNSUPPORTED); when given it serves
+ * pl_dataset_read. flags: PL_BATCH_SHARED_MEMORY or 0. */
+PL_API pl_status pl_dataset_from_batch_callback(
+    const pl_field *fields, int nfields, uint64_t length,
+    pl_read_batch_fn read_batch, pl_get_item_fn get_item, int flags,
+    void *user, void (*free_user)(void *), pl_dataset **out, pl_error *err);
+
 /* MNIST / Fashion-MNIST IDX files (plain or .gz). Fields: `image` with the
  * images file's dtype and dims[1:], then `label` with the labels file's. */
 PL_API pl_status pl_dataset_open_idx(const char *images_path,
@@ -705,6 +774,20 @@ PL_API pl_status pl_loader_next_timed(pl_loader *ld, double wait_s,
 PL_API pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch,
                                      pl_error *err);
 
+/* An order given by the caller (a Python sampler, a batch sampler): make
+ * the next pl_loader_next begin `epoch` made of exactly these batches,
+ * batch k being indices[starts[k] .. starts[k+1]) (nbatches + 1 starts,
+ * starts[0] = 0, each batch 1 to batch_size samples, each index below the
+ * dataset's length). The loader copies the arrays. No sharding is applied
+ * (the caller's order is this rank's). The stream ends with this epoch:
+ * after its PL_END_OF_EPOCH the loader goes on with its own order at
+ * epoch + 1, unless given another explicit epoch first. State blobs
+ * cannot describe such an epoch: pl_loader_save_state fails during it. */
+PL_API pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
+                                     const uint64_t *indices,
+                                     const uint64_t *starts,
+                                     uint64_t nbatches, pl_error *err);
+
 /* The epoch that the next batch belongs to. */
 PL_API uint64_t pl_loader_epoch(const pl_loader *ld);
 
@@ -808,6 +891,10 @@ PL_API uint32_t pl_batch_size(const pl_batch *b);
 /* The epoch and the batch's index within this rank's epoch. */
 PL_API uint64_t pl_batch_epoch(const pl_batch *b);
 PL_API uint64_t pl_batch_index(const pl_batch *b);
+/* The job stream the batch came from: a number that changes whenever
+ * set_epoch, set_order or load_state restart the loader's stream, so that
+ * (stream, epoch, index) names one fill (what a pl_batch_info said). */
+PL_API uint64_t pl_batch_stream(const pl_batch *b);
 /* The dataset index of the batch's i-th sample. */
 PL_API uint64_t pl_batch_sample_index(const pl_batch *b, uint32_t i);
 

@@ -1,32 +1,55 @@
 """pinloader: PyTorch's DataLoader interface over a C loader.
 
-    loader = pinloader.DataLoader(pinloader.datasets.IDX(images, labels),
-                                  batch_size=256, shuffle=True, num_workers=4,
-                                  device="cuda")
+    loader = pinloader.DataLoader(dataset, batch_size=256, shuffle=True,
+                                  num_workers=8, device="cuda")
     for epoch in range(10):
         for image, label in loader:   # torch tensors on cuda:0, no extra copy
             ...
 
-Workers are C threads: they read native datasets without the GIL, collate
-into (page-locked) batch buffers and, for device="cuda", copy each batch to
-the GPU asynchronously. Tensors share the batch's memory through DLPack; a
-batch goes back to the pool when the last tensor made from it is freed.
+The C loader is the engine: it claims batches in order, prefetches, fills
+them into (page-locked) batch buffers and, for device="cuda", copies each to
+the GPU asynchronously. Native datasets (pinloader.datasets) are read by its
+worker threads without the GIL. A Python dataset with num_workers > 0 is
+read by worker PROCESSES that write each sample straight into the shared
+batch buffer (a memfd the parent page-locks): no pickling of samples, no
+pin-memory thread, no second host copy. Tensors share the batch's memory
+through DLPack; a batch goes back to the pool when the last tensor made from
+it is freed. See python/README.md, "Coming from torch".
 """
 import atexit
 import itertools
+import os
+import pickle
+import random
+import re
+import select
+import socket
+import sys
+import threading
 import weakref
 
+from . import _collate
 from . import _pinloader as _C
+from . import _worker
 from . import datasets
 from . import transforms as _transforms
 from ._pinloader import Error
+from ._worker import sample_rng
 
 transforms = _transforms
-__all__ = ["DataLoader", "Error", "datasets", "transforms", "cuda_available", "__version__"]
+__all__ = ["DataLoader", "Error", "datasets", "transforms", "cuda_available", "sample_rng",
+           "__version__"]
 
 __version__ = _C.version()
 
 STATE_FORMAT = "pinloader.state.v1"
+
+# A batch buffer count no consumer reaches: the pool grows as batches are
+# kept, as torch's would (max_batch_buffers= sets a hard cap).
+_UNBOUNDED_BUFFERS = 1 << 20
+# An IterableDataset has no length: its loader runs over this many batch
+# slots and the iteration ends when every worker has run out.
+_ITERABLE_BATCHES = 1 << 40
 
 
 def cuda_available():
@@ -88,6 +111,30 @@ def _channels_last(convert, names):
     return conv
 
 
+def _as_bool(x):
+    """A uint8 field holding bools, viewed as bool (torch or numpy)."""
+    if hasattr(x, "view") and hasattr(x, "dtype") and str(x.dtype).startswith("torch."):
+        import torch
+
+        return x.view(torch.bool)
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        return x.view(np.bool_)
+    return x
+
+
+def _cast(x, dtype):
+    """x (a torch tensor or numpy array) as `dtype` ("int64")."""
+    if hasattr(x, "to") and str(getattr(x, "dtype", "")).startswith("torch."):
+        import torch
+
+        return x.to(getattr(torch, dtype))
+    if hasattr(x, "astype"):
+        return x.astype(dtype)
+    return x
+
+
 def _from_dataset(exc):
     """Whether exc was raised by a Python dataset's __getitem__ (the note
     _pinloader adds; before 3.11 such errors are PL_CALLBACK Errors)."""
@@ -95,12 +142,54 @@ def _from_dataset(exc):
     return any(str(n).startswith("pinloader: raised by dataset[") for n in notes)
 
 
+def _add_note(exc, note):
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python < 3.11
+        exc.__notes__ = list(getattr(exc, "__notes__", [])) + [note]
+
+
+def _new_error(status, message):
+    e = Error(message)
+    e.status, e.code = status, _C.STATUS.get(status, 0)
+    return e
+
+
+def _is_iterable_dataset(ds):
+    torch = _torch()
+    if torch is not None:
+        from torch.utils.data import IterableDataset
+
+        if isinstance(ds, IterableDataset):
+            return True
+    return not hasattr(ds, "__getitem__") and hasattr(ds, "__iter__")
+
+
+def _mp_context(ctx):
+    import multiprocessing
+
+    if ctx is None:
+        return multiprocessing.get_context()
+    if isinstance(ctx, str):
+        return multiprocessing.get_context(ctx)
+    return ctx
+
+
+def _signal_name(code):
+    import signal
+
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return "signal %d" % code
+
+
 # How DataLoader's arguments reach the C option table (_C.loader_options(),
 # pinloader.h PL_OPTION_MAP), which range-checks them (ValueError naming the
 # range). Torch-style name -> table name; python/tests/test_options.py checks
 # that every table option is reachable. prefetch = prefetch_factor *
 # max(1, num_workers); device 'cuda:N' sets device_index too; epoch is set by
-# set_epoch().
+# set_epoch(). DataLoader._loader_options is the one place that maps them.
 OPTION_NAMES = {
     "batch_size": "batch_size", "shuffle": "shuffle", "seed": "seed",
     "drop_last": "drop_last", "num_workers": "num_workers",
@@ -125,8 +214,8 @@ _live = weakref.WeakSet()
 
 @atexit.register
 def _close_all():
-    # Stop worker threads before the interpreter finalizes: a worker inside a
-    # Python __getitem__ must not meet a dying interpreter.
+    # Stop worker threads and processes before the interpreter finalizes:
+    # a worker inside a Python __getitem__ must not meet a dying interpreter.
     for loader in list(_live):
         try:
             loader.close()
@@ -134,198 +223,767 @@ def _close_all():
             pass
 
 
+# ---------------------------------------------------------------- engines
+
+class _Engine:
+    """One C loader with what fills it: a native dataset, or a Python
+    dataset's filler (worker processes, or in-process on the loader's
+    threads). A DataLoader has one; a second iterator alive at the same
+    time (zip(loader, loader)) gets one of its own, as torch's does."""
+
+    def __init__(self, dl, base_seed, first_epoch=0):
+        self.dl = dl
+        self.pid = os.getpid()
+        self.procs = []
+        self.ps = None
+        self.broken = False
+        self.closed = False
+        self.started = False  # an iteration began on it
+        self.fresh = False  # set_epoch / load_state_dict: begin where it stands
+        self.exhausted = set()  # IterableDataset workers that ran out
+        self.next_epoch = first_epoch  # an explicit order's next epoch
+        plan = dl._plan
+        if plan.native is not None:
+            self.ds = plan.native
+            threads = dl.num_workers
+        else:
+            spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
+                                plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
+                                plan.iterable, dl.drop_last)
+            if dl.worker_mode == "process":
+                self._start_processes(spec, dl)
+                threads = dl.num_workers
+            else:
+                self.ps = _C.ProcSet([], [], [], _LocalFiller(spec))
+                # One iterator must be read in order: one thread at most.
+                threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
+            self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
+        try:
+            extra = {"transforms": dl._xf_specs} if plan.native is not None and dl._xf_specs else {}
+            self.ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- worker processes
+
+    def _start_processes(self, spec, dl):
+        import gc
+
+        ctx = _mp_context(dl.multiprocessing_context)
+        socks = []
+        try:
+            for w in range(dl.num_workers):
+                parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                p = ctx.Process(target=_worker.worker_main, args=(child, spec, w), daemon=True,
+                                name="pinloader-worker-%d" % w)
+                # A forked child must never collect the parent's garbage: a
+                # loader freed there would stop the parent's threads' copies
+                # and shut the parent's sockets. Frozen objects are never
+                # collected; the child keeps them frozen (Python's advice).
+                gc.freeze()
+                try:
+                    p.start()
+                finally:
+                    gc.unfreeze()
+                child.close()
+                self.procs.append(p)
+                socks.append(parent)
+            for w, (s, p) in enumerate(zip(socks, self.procs)):
+                self._wait_ready(w, s, p, dl.timeout)
+            self.ps = _C.ProcSet([s.fileno() for s in socks], [p.sentinel for p in self.procs],
+                                 [p.pid for p in self.procs])
+        except BaseException:
+            self._stop_processes()
+            raise
+        finally:
+            for s in socks:
+                s.close()  # the ProcSet holds its own copies
+
+    def _wait_ready(self, w, s, p, timeout):
+        head = b""
+        while len(head) < _worker.REP.size:
+            r, _, _ = select.select([s, p.sentinel], [], [], timeout or None)
+            if not r:
+                raise _new_error("PL_TIMEOUT", "pinloader worker %d (pid %d) did not start within %.1f s"
+                                 % (w, p.pid, timeout))
+            if s in r:
+                chunk = s.recv(_worker.REP.size - len(head))
+                if chunk:
+                    head += chunk
+                    continue
+            p.join(1.0)
+            raise _new_error("PL_CALLBACK", "pinloader worker %d (pid %d) exited while starting%s"
+                             % (w, p.pid, self._exit_text(p)))
+        magic, status, n = _worker.REP.unpack(head)
+        payload = b""
+        while len(payload) < n:
+            chunk = s.recv(n - len(payload))
+            if not chunk:
+                break
+            payload += chunk
+        if status != _worker.REP_OK:
+            tl = int.from_bytes(payload[:4], sys.byteorder)
+            report = pickle.loads(payload[4 + tl:])
+            raise _rebuild(report, w, p.pid)
+
+    @staticmethod
+    def _exit_text(p):
+        code = p.exitcode
+        if code is None:
+            return ""
+        if code < 0:
+            return " (killed by %s)" % _signal_name(-code)
+        return " (exit code %d)" % code
+
+    def describe_death(self, w):
+        if w >= len(self.procs):
+            return ""
+        p = self.procs[w]
+        p.join(1.0)
+        return self._exit_text(p)
+
+    def _stop_processes(self):
+        if self.ps is not None:
+            self.ps.shutdown()  # EOF: idle workers exit at once
+        import time
+
+        deadline = time.monotonic() + 0.5
+        for p in self.procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.is_alive():  # busy in __getitem__: a process can be killed
+                p.kill()
+        for p in self.procs:
+            p.join(5.0)
+            try:
+                p.close()
+            except Exception:
+                pass
+        self.procs = []
+
+    def close(self):
+        if self.closed or os.getpid() != self.pid:
+            return  # an inherited copy in a forked child is not ours to stop
+        self.closed = True
+        if self.ps is not None:
+            self.ps.shutdown()  # loader threads waiting on a worker return
+        ld = getattr(self, "ld", None)
+        if ld is not None:
+            ld.close()
+        self._stop_processes()
+        if self.ps is not None:
+            self.ps.close()
+
+    # -- orders and iteration
+
+    def begin_epoch(self, base_seed):
+        """Make the C loader ready for an iteration. Go on with the epoch
+        an interruption left (Ctrl-C, PL_EXHAUSTED: the pending batch comes
+        first); else start the next epoch, its order drawn as torch draws
+        it (an explicit order) or made by the C loader (its own order)."""
+        dl, ld = self.dl, self.ld
+        mid, resumable = _C.iter_state(ld)
+        if mid and resumable and not self.fresh:
+            return
+        _C.reset_iter_state(ld)
+        plan = dl._plan
+        if dl._explicit:
+            epoch = self.next_epoch
+        elif self.fresh:
+            epoch = ld.epoch  # set_epoch / load_state_dict put it there
+        elif mid or (plan.iterable and self.started):
+            epoch = ld.epoch + 1  # abandoned mid-epoch: torch starts anew
+            if self.ps is not None:
+                self.ps.clear_extras()  # of batches never taken
+            ld.set_epoch(epoch)
+        else:
+            epoch = ld.epoch  # the stream already went on to it
+        if self.ps is not None:
+            if self.started and not dl.persistent_workers and base_seed is not None:
+                # As a fresh torch worker: reseeded, worker_init_fn again,
+                # at this epoch's first batch.
+                self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
+        if dl._explicit:
+            import numpy as np
+
+            batches = dl._epoch_batches()
+            starts = np.zeros(len(batches) + 1, dtype=np.uint64)
+            if batches:
+                starts[1:] = np.cumsum([len(b) for b in batches])
+            indices = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.uint64,
+                                  count=int(starts[-1]))
+            if self.ps is not None:
+                self.ps.clear_extras()  # of batches never taken
+            _C.set_order(ld, epoch, indices, starts)
+            self.next_epoch = epoch + 1
+        self.started = True
+        self.fresh = False
+        self.exhausted = set()
+
+    def set_epoch(self, epoch):
+        _C.reset_iter_state(self.ld)
+        if self.ps is not None:
+            self.ps.clear_extras()
+        self.ld.set_epoch(epoch)
+        self.next_epoch = epoch
+        self.fresh = True
+
+    def iterate(self, raw=False):
+        dl = self.dl
+        plan = dl._plan
+        pack = (lambda b: b) if raw else self._packer()
+        check = dl._checker(self)
+        skip = _SKIP if plan.iterable and not raw else None
+        return _C.LoaderIter(self.ld, pack, check, self._on_error, skip)
+
+    def _packer(self):
+        dl, plan, ps = self.dl, self.dl._plan, self.ps
+        convert = dl._convert
+        if plan.native is not None:
+            structure, keys = plan.native_structure, plan.native_keys
+            casts = plan.native_casts
+            if structure == "bare":
+                return lambda b: _cast(convert(b.field(0)), casts[0]) if 0 in casts else convert(b.field(0))
+
+            def fields(batch):
+                out = [convert(batch.field(i)) for i in range(batch.num_fields)]
+                for i, to in casts.items():
+                    if i < len(out):
+                        out[i] = _cast(out[i], to)
+                return out
+
+            if structure == "list":
+                return fields
+            if structure == "dict":
+                return lambda b: dict(zip(keys, fields(b)))
+            if structure == "tuple":
+                return lambda b: tuple(fields(b))
+            return lambda b: structure(*fields(b))
+        t = plan.template
+        nf = len(t.fields)
+        bools = [f.is_bool for f in t.fields]
+        collate_obj = _default_collate_objects()
+        unbatched, iterable, user_collate = plan.unbatched, plan.iterable, dl.collate_fn is not None
+        # IterableDataset: each worker process iterates its own copy; one
+        # filler (thread mode) is one iterator.
+        workers = max(1, dl.num_workers) if self.procs else 1
+        engine = self
+
+        def pack(b):
+            arrays = [convert(b.field(i)) for i in range(nf)]
+            for i in range(nf):
+                if bools[i]:
+                    arrays[i] = _as_bool(arrays[i])
+            raw = ps.take_extra(b.stream, b.epoch, b.index) if plan.needs_extra else None
+            if iterable:
+                got, objs = pickle.loads(raw) if raw else (0, None)
+                if got == 0:
+                    engine.exhausted.add(b.index % workers)
+                    if len(engine.exhausted) >= workers:
+                        raise StopIteration
+                    return _SKIP
+                arrays = [a[:got] for a in arrays]
+                if user_collate and not unbatched:
+                    return _collate.build_collated(t, t.root, arrays, objs)
+                return _collate.build(t, t.root, arrays, objs, collate_obj, unbatched)
+            if user_collate and not unbatched:
+                extras = pickle.loads(raw) if raw else {}
+                return _collate.build_collated(t, t.root, arrays, extras)
+            objs = pickle.loads(raw) if raw else [[] for _ in range(t.nobjs)]
+            return _collate.build(t, t.root, arrays, objs, collate_obj, unbatched)
+
+        return pack
+
+    def _on_error(self, it, exc):
+        """A failed next(): the exception the consumer sees."""
+        if isinstance(exc, KeyboardInterrupt):
+            return exc  # nothing was lost: iterating again resumes
+        status = getattr(exc, "status", None)
+        if not isinstance(exc, Error) or status is None:
+            it.mid_epoch = 0  # raised by a thread-mode __getitem__: epoch ended
+            return exc
+        if status == "PL_EXHAUSTED":
+            it.resumable = 1  # nothing lost: release batches and go on
+            return exc
+        it.mid_epoch = 0  # the C loader ended the epoch
+        msg = str(exc)
+        m = re.search(r"\[pinloader-error (\d+)\]", msg)
+        if m and self.ps is not None:
+            rep = self.ps.take_error(int(m.group(1)))
+            if isinstance(rep, BaseException):  # in-process: itself
+                sample = getattr(rep, "_pinloader_sample", None)
+                where = "dataset[%d]" % sample if sample is not None else "a batch"
+                _add_note(rep, "pinloader: raised by %s (%s)" % (where, msg))
+                return rep
+            if rep is not None:
+                tl = int.from_bytes(rep[:4], sys.byteorder)
+                report = pickle.loads(rep[4 + tl:])
+                wm = re.search(r"\(worker (\d+), pid (\d+)\)", msg)
+                w, pid = (int(wm.group(1)), int(wm.group(2))) if wm else (-1, -1)
+                return _rebuild(report, w, pid)
+            return exc
+        m = re.search(r"\[pinloader-died (\d+)\]", msg)
+        if m:
+            self.broken = True
+            w = int(m.group(1))
+            text = msg.replace(m.group(0), "").rstrip() + self.describe_death(w)
+            text += "; the loader's workers are restarted at the next iteration"
+            return _new_error(status, text)
+        if status == "PL_TIMEOUT" and self.procs:
+            self.broken = True  # the stuck worker is killed: start afresh
+        return exc
+
+
+class _SkipType:
+    __slots__ = ()
+
+
+_SKIP = _SkipType()
+
+
+def _rebuild(report, w, pid):
+    exc = report.rebuild()
+    where = report.where
+    _add_note(exc, "pinloader: raised by %s in worker %d (pid %d). Original traceback:\n%s"
+              % (where, w, pid, report.traceback.rstrip()))
+    return exc
+
+
+def _default_collate_objects():
+    """How object leaves (strings, objects) of default-collated batches are
+    collated in the consumer: torch's default_collate (strings -> lists)."""
+    torch = _torch()
+    if torch is None:
+        return lambda vals: list(vals)
+    from torch.utils.data import default_collate
+
+    return default_collate
+
+
+class _LocalFiller:
+    """Filling on the loader's own threads (worker_mode='thread', or
+    num_workers=0), under the GIL: the same code the processes run."""
+
+    def __init__(self, spec):
+        self.filler = _worker.Filler(spec, 0)
+
+    def fill_local(self, mv, offsets, indices, epoch, seed, batch_index):
+        views = self.filler._field_views(mv, offsets)
+        return self.filler.fill(indices, epoch, seed, batch_index, views)
+
+
+# ---------------------------------------------------------------- plans
+
+class _Plan:
+    """What a DataLoader's dataset becomes for the C loader: a native
+    dataset, or a Python dataset's template and C fields."""
+
+    native = None
+    native_casts = {}
+    native_structure = "tuple"
+    native_keys = None
+    dataset = None
+    template = None
+    c_fields = None
+    c_length = 0
+    c_batch = 1
+    unbatched = False
+    iterable = False
+    needs_extra = False
+
+
+def _probe(dl):
+    """The template of a Python dataset, from one sample read here (with
+    the global random states put back after, so that probing draws nothing
+    from torch's, numpy's or random's generators)."""
+    import numpy as np
+
+    ds = dl.dataset
+    torch = _torch()
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state() if torch else None)
+    try:
+        _worker._set_sample(0, 0, 0)
+        if dl._plan.iterable:
+            it = iter(ds)
+            try:
+                s0 = next(it)
+            except StopIteration:
+                s0 = None
+            finally:
+                del it
+        else:
+            if len(ds) == 0:
+                raise ValueError("the dataset is empty: cannot take field shapes from dataset[0]")
+            s0 = ds[0]
+        if s0 is None and dl._plan.iterable:
+            return None
+        if dl.collate_fn is not None and not dl._plan.unbatched and not dl._plan.iterable:
+            return _collate.Template(dl.collate_fn([s0]), batched_probe=True)
+        if dl.collate_fn is not None and dl._plan.unbatched:
+            s0 = dl.collate_fn(s0)
+        return _collate.Template(s0, numbers_are_fields=not dl._plan.unbatched)
+    finally:
+        _worker._ctx.key = None
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        if torch is not None:
+            torch.set_rng_state(states[2])
+
+
+# ---------------------------------------------------------------- DataLoader
+
 class DataLoader:
     """torch.utils.data.DataLoader's interface over the C loader.
 
-    Differences from torch: workers are threads and persist for the loader's
-    life (persistent_workers is accepted and has no effect); there is no
-    sampler / collate_fn: samples are collated by field (a batch is one
-    tensor per field, [batch_size, *field shape]); shuffling uses the
-    loader's own permutation of (seed, epoch); `timeout` bounds how long one
-    sample may take to read (a slower read fails the batch with
-    pinloader.Error, status PL_TIMEOUT).
+    The arguments are torch's, in torch's order, with the same meaning
+    (sampler, batch_sampler, collate_fn, worker_init_fn, generator,
+    multiprocessing_context, prefetch_factor, persistent_workers, timeout,
+    batch_size=None for unbatched loading, IterableDataset). Batches are made
+    as default_collate makes them. See python/README.md, "Coming from
+    torch", for what differs and why.
 
-    pin_memory defaults to None: page-locked staging when device is CUDA,
-    none for CPU batches; pin_memory=False with a CUDA device stages in
-    pageable memory, as torch does without pinning (slower; for comparison).
-
-    Extra arguments: seed, device ('cpu' | 'cuda' | 'cuda:N'), non_blocking,
-    pinned_budget (bytes of page-locked memory, 0 = what prefetch needs),
-    direct_copy (CUDA: copy samples of 64 KiB and more straight from the
-    page-locked data files, no CPU gather; IDX and records datasets),
-    transforms (a list of pinloader.transforms: RandomCrop, RandomHorizontalFlip,
-    ConvertImageDtype, Normalize, ChannelsLast, ToInt64; on the GPU after the
-    copy for CUDA batches, in the workers otherwise),
-    max_batch_buffers (batch buffers the pool may grow to, counting batches
-    you keep; 0 = prefetch + 2 + num_workers), copy_chunk_bytes, rank /
-    world_size (sharding as DistributedSampler; one left out comes from
-    torchrun's / MPI's environment: see docs/distributed.md), log_level
-    (least level the library logs to the "pinloader" logger), output
-    ('auto': torch tensors when torch imports, else numpy arrays; 'torch',
-    'numpy', or 'raw' for the DLPack exporters), num_workers / prefetch_factor
-    "auto" (tuned while running within cpu_budget cores; an int factor with
-    auto workers means 2 per active worker), replay_batches / replay_after
-    (headroom: cached batches handed out again), timings (per-stage clocks for
-    report(); docs/report.md). OPTION_NAMES maps these to
-    the C option table, which range-checks them.
+    pinloader's own arguments (keyword only):
+      seed          shuffle with the loader's own permutation of (seed,
+                    epoch), resumable with state_dict() and sharded by rank
+                    (None: shuffle=True follows torch's generator / global
+                    seed, as torch's RandomSampler)
+      device        'cpu' | 'cuda' | 'cuda:N': batches arrive there
+      non_blocking  copy asynchronously, ordered by events (default)
+      pinned_budget bytes of page-locked memory (0: what prefetch needs)
+      direct_copy   CUDA, native datasets: copy large samples straight from
+                    the page-locked data files
+      max_batch_buffers  a hard cap on batch buffers, counting batches you
+                    keep (0: none; the pool grows as batches are kept)
+      rank, world_size   shard the loader's own order as DistributedSampler
+                    (None: torchrun's / MPI's environment, else 0 of 1)
+      output        'auto' (torch tensors when torch imports, else numpy),
+                    'torch', 'numpy', or 'raw' (DLPack exporters)
+      worker_mode   'process' (Python datasets with num_workers > 0: worker
+                    processes writing into shared batch memory) or 'thread'
+                    (the loader's threads, under the GIL; the default for
+                    native datasets, which need no GIL)
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=None,
-                 drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
-                 device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
-                 max_batch_buffers=0, output="auto", direct_copy=False, copy_chunk_bytes=0,
-                 log_level=None, cpu_budget=0, replay_batches=0, replay_after=0, timings=True,
-                 transforms=None):
-        if batch_size is None or int(batch_size) < 1:
-            raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
-        # "auto": the C loader tunes workers / depth while it runs (-1 is
-        # PL_AUTO), within cpu_budget cores; loader.report() shows the result.
-        auto_workers = num_workers == "auto"
-        auto_prefetch = prefetch_factor == "auto"
-        if auto_workers:
-            num_workers = -1
-        elif num_workers < 0:
-            raise ValueError("num_workers must be >= 0 or 'auto'")
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=None, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
+                 seed=None, device="cpu", non_blocking=True, pinned_budget=0, rank=None,
+                 world_size=None, max_batch_buffers=0, output="auto", direct_copy=False,
+                 copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
+                 timings=True, transforms=None, worker_mode=None):
+        # "auto": the C loader tunes its threads / depth while it runs
+        # (within cpu_budget cores; loader.report() shows the result). A
+        # Python dataset's worker processes are started up front: one per
+        # core the tuner may use, the C threads choosing how many are busy.
+        self._auto_workers = num_workers == "auto"
+        self._auto_prefetch = prefetch_factor == "auto"
+        if self._auto_workers:
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            num_workers = max(1, min(cores, int(cpu_budget) or cores))
+        if self._auto_prefetch:
+            prefetch_factor = 2
+        if isinstance(num_workers, bool) or int(num_workers) != num_workers or num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             "multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing, otherwise set "
+                             "prefetch_factor to None.")
         if prefetch_factor is None:
             prefetch_factor = 2
-        if not auto_prefetch and prefetch_factor < 1:
-            raise ValueError("prefetch_factor must be >= 1 or 'auto'")
-        if timeout < 0:
-            raise ValueError("timeout must be >= 0")
+        if prefetch_factor < 1:
+            raise ValueError("prefetch_factor must be >= 1")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         kind, index = _parse_device(device)
+        iterable = _is_iterable_dataset(dataset)
+        if iterable:
+            if shuffle not in (None, False):
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle option, "
+                                 "but got shuffle=%r" % (shuffle,))
+            if sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler / "
+                                 "batch_sampler options")
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size = None
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually "
+                             "exclusive with drop_last")
+        # The C option table's checks, now (ValueError naming the range),
+        # though a Python dataset's loader is made at the first iteration.
+        _C.check_options(**{OPTION_NAMES[k]: v for k, v in dict(
+            batch_size=1 if batch_size is None else batch_size, shuffle=bool(shuffle),
+            seed=0 if seed is None else seed, drop_last=drop_last, num_workers=num_workers,
+            prefetch_factor="auto" if self._auto_prefetch else _prefetch(prefetch_factor, num_workers),
+            device=str(device),
+            pin_memory=bool(pin_memory) if pin_memory is not None else True,
+            non_blocking=non_blocking, pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
+            direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
+            world_size=world_size, timeout=timeout, log_level=log_level, cpu_budget=cpu_budget,
+            replay_batches=replay_batches, replay_after=replay_after, timings=timings).items()})
+        if worker_mode not in (None, "process", "thread"):
+            raise ValueError("worker_mode must be 'process' or 'thread', not %r" % (worker_mode,))
+
         self.dataset = dataset
-        self.batch_size = int(batch_size)
-        self.shuffle = bool(shuffle)
+        self.batch_size = None if batch_size is None else int(batch_size)
         self.num_workers = int(num_workers)
+        self.collate_fn = collate_fn
+        self.drop_last = bool(drop_last)
+        self.timeout = float(timeout)
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.generator = generator
+        self.prefetch_factor = int(prefetch_factor)
+        self.persistent_workers = bool(persistent_workers)
+        self.pin_memory_device = pin_memory_device
+        self.in_order = in_order  # batches always arrive in order
+        self.shuffle = bool(shuffle)
+        self.seed = None if seed is None else int(seed)
+        self.device = kind if index < 0 else "%s:%d" % (kind, index)
+        self._kind, self._index = kind, index
         # None: pinned staging for CUDA batches (the point of the exercise);
         # False keeps PyTorch's meaning: pageable staging, a plain copy.
         self.pin_memory = (kind == "cuda") if pin_memory is None else bool(pin_memory)
-        self.drop_last = bool(drop_last)
-        self.prefetch_factor = prefetch_factor if auto_prefetch else int(prefetch_factor)
-        self.persistent_workers = bool(persistent_workers)
-        self.timeout = float(timeout)
-        self.seed = int(seed)
-        self.device = kind if index < 0 else "%s:%d" % (kind, index)
-        specs, channels_last = _transforms.specs(transforms)
+        self._non_blocking = bool(non_blocking)
+        self._pinned_budget = int(pinned_budget)
+        self._direct_copy = bool(direct_copy)
+        self._max_batch_buffers = int(max_batch_buffers)
+        self._rank, self._world_size = rank, world_size
+        self._copy_chunk_bytes, self._log_level = copy_chunk_bytes, log_level
+        self._tuning = dict(cpu_budget=cpu_budget, replay_batches=replay_batches,
+                            replay_after=replay_after, timings=timings)
         self._convert = _converter(output)
+        # pinloader.transforms (RandomCrop, Normalize...): in C, on a native
+        # dataset's fields (on the GPU after the copy for CUDA batches).
+        self._xf_specs, channels_last = _transforms.specs(transforms)
+        if transforms and not isinstance(dataset, datasets.Dataset):
+            raise ValueError("transforms= applies to pinloader's native datasets (their named "
+                             "fields); a Python dataset transforms in __getitem__")
         if channels_last:
             self._convert = _channels_last(self._convert, channels_last)
-        # A Python dataset gets a callback wrapper of its own, so that the
-        # exceptions its __getitem__ raises reach this loader.
-        self._ds = datasets.from_python(dataset)
-        # The arguments as given (batch_size=2.7 is an error, not 2); None:
-        # the table's default, or the environment's sharding.
-        self._ld = _C.Loader(self._ds._native, transforms=specs, **{
-            OPTION_NAMES[k]: v for k, v in dict(
-                batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
-                num_workers="auto" if auto_workers else num_workers,
-                # auto workers with a fixed factor: the depth follows them
-                prefetch_factor="auto" if auto_prefetch else (
-                    0 if auto_workers else _prefetch(self.prefetch_factor, num_workers)),
-                device=self.device, pin_memory=self.pin_memory, non_blocking=non_blocking,
-                pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
-                direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
-                world_size=world_size, timeout=timeout, log_level=log_level, cpu_budget=cpu_budget,
-                replay_batches=replay_batches, replay_after=replay_after,
-                timings=timings).items()})
-        self._mid_epoch = False  # an iteration stopped before the epoch's end
-        self._iter_gen = itertools.count(1)
-        self._active = 0  # generation of the iterator allowed to run
+        self._lock = threading.Lock()
+
+        native = isinstance(dataset, datasets.Dataset)
+        if native and collate_fn is not None:
+            raise ValueError("collate_fn needs a Python dataset: a native pinloader dataset is "
+                             "collated by field in C")
+        if worker_mode is None:
+            worker_mode = "process" if (not native and self.num_workers > 0) else "thread"
+        if native:
+            worker_mode = "thread"
+        self.worker_mode = worker_mode
+
+        # The order: the loader's own (no sampler, sequential or seeded
+        # shuffle: resumable, sharded) or an explicit one from a torch
+        # sampler, drawn in Python each epoch as torch draws it.
+        self._user_sampler = sampler is not None or batch_sampler is not None
+        self._explicit = not iterable and (self._user_sampler or (self.shuffle and self.seed is None
+                                                                 and _torch() is not None))
+        self.sampler, self.batch_sampler = self._samplers(sampler, batch_sampler)
+
+        plan = self._plan = _Plan()
+        plan.iterable = iterable
+        plan.unbatched = self.batch_size is None and batch_sampler is None
+        plan.c_batch = 1 if plan.unbatched else (self.batch_size or self._max_batch_len())
+        if native:
+            plan.native = dataset._native
+            plan.native_structure, plan.native_keys = dataset._structure, dataset._keys
+            plan.native_casts = dict(getattr(dataset, "_casts", {}))
+        else:
+            plan.dataset = dataset
+            t = _probe(self)
+            if t is None:
+                t = _collate.Template(0)  # an empty IterableDataset
+            if not t.fields:  # no array-like leaf: a placeholder field
+                t.fields.append(_collate.Leaf(0, "uint8", (), "_"))
+            plan.template = t
+            plan.c_fields = [("%d" % f.index, f.c_dtype, f.shape) for f in t.fields]
+            plan.needs_extra = t.nobjs > 0 or collate_fn is not None or iterable
+            plan.c_length = _ITERABLE_BATCHES * plan.c_batch if iterable else len(dataset)
+        self._next_explicit_epoch = 0
+        self._engine = None
+        self._extra_engines = []
+        self._last_iter = None
+        self._closed = False
+        if native or self.worker_mode == "thread":
+            self._engine = _Engine(self, None)  # cheap: threads, no processes
         _live.add(self)
 
-    # -- torch's interface
+    # -- torch's samplers
+
+    def _samplers(self, sampler, batch_sampler):
+        torch = _torch()
+        if torch is None or _is_iterable_dataset(self.dataset):
+            return sampler, batch_sampler
+        from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+
+        if sampler is None and batch_sampler is None:
+            if self.shuffle and self.seed is None:
+                sampler = RandomSampler(self.dataset, generator=self.generator)
+            elif self.shuffle:
+                sampler = _SeededSampler(self)
+            else:
+                sampler = SequentialSampler(self.dataset)
+        if batch_sampler is None and self.batch_size is not None:
+            batch_sampler = BatchSampler(sampler, self.batch_size, self.drop_last)
+        return sampler, batch_sampler
+
+    def _max_batch_len(self):
+        # A user batch_sampler: buffers sized for its longest batch (one
+        # pass over it now; a batch sampler whose batches grow later than
+        # that is refused at set_order with a clear error).
+        return max((len(b) for b in self.batch_sampler), default=1)
+
+    def _epoch_batches(self):
+        if self.batch_sampler is not None:
+            return [list(b) for b in self.batch_sampler]
+        return [[i] for i in self.sampler]  # unbatched
+
+    def _draw_base_seed(self):
+        """torch's base seed for this iteration's workers: one draw of the
+        loader's generator (or the global one) per iter(), as torch's."""
+        torch = _torch()
+        if torch is None:
+            return random.getrandbits(63)
+        return int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+
+    # -- the C loader's options: every DataLoader argument that reaches C
+
+    def _loader_options(self, threads, epoch=0):
+        """DataLoader arguments -> _C.Loader options (the C table's names,
+        OPTION_NAMES), in one place. Values go as given where the user gave
+        them, so that the C table's range checks name them."""
+        plan = self._plan
+        native_order = not self._explicit and not plan.iterable
+        rank, world = self._rank, self._world_size
+        if not native_order:
+            rank, world = 0, 1  # an explicit order is this rank's already
+        opts = dict(
+            batch_size=plan.c_batch,
+            shuffle=self.shuffle and native_order,
+            seed=self.seed or 0,
+            drop_last=self.drop_last if native_order else False,
+            num_workers=threads,
+            prefetch_factor=_prefetch(self.prefetch_factor, threads),
+            device=self.device,
+            pin_memory=self.pin_memory,
+            non_blocking=self._non_blocking,
+            pinned_budget=self._pinned_budget,
+            direct_copy=self._direct_copy,
+            max_batch_buffers=self._max_batch_buffers or _UNBOUNDED_BUFFERS,
+            copy_chunk_bytes=self._copy_chunk_bytes,
+            rank=rank,
+            world_size=world,
+            timeout=self.timeout,
+            log_level=self._log_level,
+            **self._tuning,
+        )
+        if self._auto_workers:  # the C loader tunes its threads
+            opts["num_workers"] = "auto"
+            opts["prefetch_factor"] = "auto" if self._auto_prefetch else 0
+        elif self._auto_prefetch:
+            opts["prefetch_factor"] = "auto"
+        out = {OPTION_NAMES[k]: v for k, v in opts.items()}
+        out["epoch"] = epoch
+        return out
+
+    # -- iteration
 
     def __len__(self):
-        return self._ld.num_batches
+        if self._plan.iterable:
+            n = len(self.dataset)  # TypeError without __len__, as torch
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if self._explicit:
+            return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+        return self._primary().ld.num_batches
+
+    def _primary(self, base_seed=None):
+        """The loader's engine, made (or, after a worker died, remade with
+        new workers at the next epoch) on demand."""
+        if self._closed:
+            raise _new_error("PL_CLOSED", "the loader is closed")
+        eng = self._engine
+        if eng is None or eng.broken:
+            first = 0
+            if eng is not None:
+                first = eng.next_epoch if self._explicit else eng.ld.epoch + 1
+                eng.close()
+                self._engine = None
+            if base_seed is None:
+                base_seed = self._draw_base_seed()
+            self._engine = _Engine(self, base_seed, first)
+            if eng is not None:
+                self._engine.fresh = True
+        return self._engine
 
     def __iter__(self):
-        return self._iterate(self._begin(), self._packer())
+        return self._start(raw=False)
 
-    def _begin(self):
-        if self._mid_epoch:
-            # Like torch: a new iteration is a new epoch, here the next one.
-            self._ld.set_epoch(self._ld.epoch + 1)
-            self._mid_epoch = False
-        self._active = next(self._iter_gen)
-        return self._active
+    def _start(self, raw):
+        last = self._last_iter() if self._last_iter is not None else None
+        seed = self._draw_base_seed()
+        if (last is not None and not last.ended and not last.resumable
+                and self._engine is not None):
+            # Another iterator of this loader is alive: this one is
+            # independent, with an engine of its own (zip(loader, loader)),
+            # as torch's iterators are. Each iter() is a new epoch: this
+            # one loads the epoch after the other's.
+            first = self._engine.next_epoch if self._explicit else self._engine.ld.epoch + 1
+            eng = _Engine(self, seed, first)
+            eng.fresh = True
+            self._extra_engines = [e for e in self._extra_engines if not e.closed] + [eng]
+            eng.begin_epoch(seed)
+            it = eng.iterate(raw)
+            weakref.finalize(it, eng.close)
+            return it
+        eng = self._primary(seed)
+        eng.begin_epoch(seed)
+        it = eng.iterate(raw)
+        self._last_iter = weakref.ref(it)
+        return it
 
-    def _iterate(self, gen, pack):
-        while True:
-            if self._active != gen:
-                raise RuntimeError("this DataLoader iterator was superseded by a newer iter() or "
-                                   "set_epoch()/load_state_dict() on the same loader")
-            try:
-                batch = self._ld.next()
-            except Error as e:
-                # A failed batch ends its epoch; an exhausted pool loses
-                # nothing (the epoch goes on once batches are released).
-                # getattr: __getitem__ may raise a pinloader.Error of its own.
-                if getattr(e, "status", None) != "PL_EXHAUSTED" or _from_dataset(e):
-                    self._mid_epoch = False
-                raise
-            except KeyboardInterrupt:
-                # Raised by __getitem__: the C side ended the epoch, and the
-                # next iter() begins the next one. Raised while waiting: the
-                # next iter() goes on with this epoch, nothing lost.
-                self._mid_epoch = False
-                raise
-            except BaseException:
-                self._mid_epoch = False  # __getitem__ raised: epoch ended
-                raise
-            if batch is None:
-                self._mid_epoch = False
-                return
-            self._mid_epoch = True
-            item = pack(batch)
-            # Hold no batch in this frame while the consumer runs: a kept
-            # traceback or a suspended iterator must not pin a buffer.
-            del batch
-            yield item
-            del item
-
-    def _packer(self):
-        convert = self._convert
-        structure, keys = self._ds._structure, self._ds._keys
-
-        def fields(batch):
-            return [convert(batch.field(i)) for i in range(batch.num_fields)]
-
-        if structure == "bare":
-            return lambda b: convert(b.field(0))
-        if structure == "list":
-            return fields
-        if structure == "dict":
-            return lambda b: dict(zip(keys, fields(b)))
-        if structure == "tuple":
-            return lambda b: tuple(fields(b))
-        return lambda b: structure(*fields(b))  # a namedtuple class
+    def _checker(self, engine):
+        return None
 
     def set_epoch(self, epoch):
-        """Make the next iteration load `epoch` (its order is a function of
-        (seed, epoch)); abandons a partly consumed epoch."""
-        epoch = int(epoch)
-        if self._mid_epoch or self._ld.epoch != epoch:
-            self._ld.set_epoch(epoch)
-        self._mid_epoch = False
-        self._active = 0
+        """Make the next iteration load `epoch` (for the loader's own order
+        a function of (seed, epoch)); abandons a partly consumed epoch."""
+        self._primary().set_epoch(int(epoch))
+        self._last_iter = None
 
     @property
     def epoch(self):
         """The epoch the next batch belongs to."""
-        return self._ld.epoch
+        return self._primary().ld.epoch
 
     def state_dict(self):
         """The resumable position (pl_loader_save_state) as a dict."""
-        return {"format": STATE_FORMAT, "state": self._ld.save_state()}
+        return {"format": STATE_FORMAT, "state": self._primary().ld.save_state()}
 
     def load_state_dict(self, state):
         """Continue from a state_dict(): the next iteration resumes where
         the saved loader stood, also with other num_workers or ranks."""
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError("not a pinloader DataLoader state_dict (format %r)" % (STATE_FORMAT,))
-        self._ld.load_state(state["state"])
-        self._mid_epoch = False
-        self._active = 0
+        eng = self._primary()
+        _C.reset_iter_state(eng.ld)
+        eng.ld.load_state(state["state"])
+        eng.fresh = True
+        self._last_iter = None
 
     # -- extras
 
@@ -333,18 +991,18 @@ class DataLoader:
         """Iterate over raw Batch objects (batch.field(i) exports DLPack;
         batch.sample_indices, .epoch, .index describe it); epochs advance as
         for iter()."""
-        return self._iterate(self._begin(), lambda b: b)
+        return self._start(raw=True)
 
     def stats(self):
         """The loader's counters (pl_loader_stats) as a dict."""
-        return self._ld.stats()
+        return self._primary().ld.stats()
 
     def report(self, json=False):
         """The bottleneck report (pl_loader_report): which stage bounds
         throughput (your step, the workers, the copy, ...), by how much, and
         the measurements behind it. json=True: a dict ('bound', 'findings',
         'timings')."""
-        text = self._ld.report(json=bool(json))
+        text = self._primary().ld.report(json=bool(json))
         if not json:
             return text
         import json as _json
@@ -352,12 +1010,36 @@ class DataLoader:
 
     @property
     def device_name(self):
-        return self._ld.device[2]
+        return self._primary().ld.device[2]
+
+    @property
+    def _ld(self):
+        """The C loader (its .options, .stats())."""
+        return self._primary().ld
+
+    @property
+    def worker_pids(self):
+        """Pids of the worker processes (empty for thread workers)."""
+        eng = self._engine
+        return [p.pid for p in eng.procs] if eng is not None else []
 
     def close(self):
-        """Stop the workers now. Tensors already handed out stay valid."""
-        self._ld.close()
+        """Stop the workers (threads and processes) now. Tensors already
+        handed out stay valid."""
+        self._closed = True
+        for eng in [self._engine] + self._extra_engines:
+            if eng is not None:
+                eng.close()
+        self._extra_engines = []
         _live.discard(self)
+
+    def __del__(self):
+        try:
+            for eng in [self._engine] + self._extra_engines:
+                if eng is not None:
+                    eng.close()
+        except Exception:
+            pass
 
     def __enter__(self):
         return self
@@ -366,5 +1048,22 @@ class DataLoader:
         self.close()
 
     def __repr__(self):
-        return "pinloader.DataLoader(%d samples, batch_size=%d, num_workers=%d, device=%r)" % (
-            len(self.dataset), self.batch_size, self.num_workers, self.device)
+        n = "?" if self._plan.iterable else len(self.dataset)
+        return "pinloader.DataLoader(%s samples, batch_size=%s, num_workers=%d, device=%r)" % (
+            n, self.batch_size, self.num_workers, self.device)
+
+
+class _SeededSampler:
+    """loader.sampler for shuffle=True with seed=: the loader's own
+    permutation of (seed, epoch), made in C; iterate the DataLoader."""
+
+    def __init__(self, dl):
+        self.seed = dl.seed
+        self._n = len(dl.dataset)
+
+    def __len__(self):
+        return self._n
+
+    def __iter__(self):
+        raise TypeError("this order is made by the C loader from (seed, epoch): iterate the "
+                        "DataLoader (or pass sampler= for an order of your own)")

@@ -47,6 +47,10 @@ class Dataset:
     # "list", "dict", "bare" (a single tensor) or a namedtuple class.
     _structure = "tuple"
     _keys = None
+    # {field index: dtype name}: batches deliver the field in that dtype
+    # (labels as int64, as default_collate makes Python ints); converted
+    # in the consumer, a few bytes a sample.
+    _casts = {}
 
     def __init__(self, native):
         if not isinstance(native, _C.Dataset):
@@ -87,19 +91,31 @@ def _paths(files):
     return list(files)
 
 
-class IDX(Dataset):
-    """MNIST-style IDX files (plain or .gz): fields `image`, `label`."""
+def _label_cast(ds, label_dtype):
+    if label_dtype not in ("int64", "uint8"):
+        raise ValueError("label_dtype must be 'int64' (as torchvision's int labels collate) or "
+                         "'uint8' (the file's bytes), not %r" % (label_dtype,))
+    if label_dtype == "int64":
+        ds._casts = {1: "int64"}
 
-    def __init__(self, images, labels):
+
+class IDX(Dataset):
+    """MNIST-style IDX files (plain or .gz): fields `image`, `label`.
+    Batches carry labels as int64 (as torch collates torchvision's int
+    labels); label_dtype="uint8" keeps the file's bytes."""
+
+    def __init__(self, images, labels, label_dtype="int64"):
         super().__init__(_C.open_idx(images, labels))
+        _label_cast(self, label_dtype)
 
 
 class CIFAR10(Dataset):
     """CIFAR-10 binary batch files, in the order given: fields `image`
     uint8 [3, 32, 32] and `label` uint8 []."""
 
-    def __init__(self, files):
+    def __init__(self, files, label_dtype="int64"):
         super().__init__(_C.open_cifar10(_paths(files)))
+        _label_cast(self, label_dtype)
 
 
 def _dtype_name(dtype):
@@ -215,7 +231,7 @@ def to_float32(ds, field, scale=1.0 / 255):
     if not isinstance(ds, Dataset):
         ds = from_python(ds)
     out = Dataset(_C.to_float32(ds._native, field, float(scale)))
-    out._structure, out._keys = ds._structure, ds._keys
+    out._structure, out._keys, out._casts = ds._structure, ds._keys, ds._casts
     return out
 
 

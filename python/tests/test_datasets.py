@@ -20,7 +20,11 @@ def test_idx_batches_equal_file_bytes(mnist_like):
     assert len(loader) == 5
     batches = collect(loader)
     assert [b[0].shape for b in batches] == [(8, 5, 4)] * 4 + [(5, 5, 4)]
-    assert all(b[0].dtype == np.uint8 and b[1].dtype == np.uint8 for b in batches)
+    # labels as torch collates int labels; label_dtype="uint8" keeps the file's
+    assert all(b[0].dtype == np.uint8 and b[1].dtype == np.int64 for b in batches)
+    kept = collect(pinloader.DataLoader(pinloader.datasets.IDX(ip, lp, label_dtype="uint8"),
+                                        batch_size=37, output="numpy"))
+    assert kept[0][1].dtype == np.uint8
     np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), images)
     np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), labels)
 

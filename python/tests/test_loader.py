@@ -43,9 +43,15 @@ def test_break_then_iterate_starts_next_epoch(indexed_records):
     loader = pinloader.DataLoader(ds, batch_size=10, shuffle=True, seed=3, output="numpy")
     it = iter(loader)
     assert np.array(next(it)[0]).tolist() == e0[:10]
+    # A second iterator while `it` is alive is independent, as torch's: it
+    # loads the next epoch, and `it` goes on with its own.
     assert order(loader) == e1
-    with pytest.raises(RuntimeError, match="superseded"):
-        next(it)
+    assert np.array(next(it)[0]).tolist() == e0[10:20]
+    del it
+    loader2 = pinloader.DataLoader(ds, batch_size=10, shuffle=True, seed=3, output="numpy")
+    for _ in loader2:
+        break  # abandoned mid-epoch (the iterator is gone): the next iter() starts epoch 1
+    assert order(loader2) == e1
 
 
 def test_len_and_sharding(indexed_records):
@@ -84,7 +90,11 @@ def test_exhausted_pool_raises_clear_error(indexed_records):
     assert "max_batch_buffers" in str(e.value) and "release" in str(e.value).lower()
     assert len(kept) == 3
     kept.clear()
-    assert len(order(loader)) == 100  # a whole (next) epoch once released
+    # Nothing was lost: iterating again resumes the same epoch where it
+    # stopped (issue 17, item 7), then the next epoch is whole.
+    assert order(loader) == list(range(15, 100))
+    assert loader.epoch == 1
+    assert order(loader) == list(range(100))
 
 
 def test_state_dict_round_trip(indexed_records):

@@ -84,8 +84,11 @@ print("closed")
 
 
 def test_stuck_getitem_close_and_exit():
-    """A __getitem__ that never returns: PL_TIMEOUT, then 'all workers are
-    stuck' instead of a hang; close() returns and the interpreter exits."""
+    """A __getitem__ that never returns: PL_TIMEOUT; a Python dataset runs in
+    worker processes, and the stuck one is killed and replaced
+    (python/README.md), so the next epoch loads; close() returns and the
+    interpreter exits. (Native C callbacks stuck in threads: test_reliability.c,
+    'all N workers are stuck'.)"""
     import subprocess
     import sys
 
@@ -94,5 +97,5 @@ def test_stuck_getitem_close_and_exit():
     lines = r.stdout.splitlines()
     assert lines[0] == "first [[0, 0, 0, 0], [1, 1, 1, 1]]"
     assert lines[1].startswith("error sample 3: still loading after ") and "(timeout 0.3 s)" in lines[1]
-    assert lines[2].startswith("error all 1 workers are stuck: sample 3 has been loading for ")
+    assert lines[2] == "no error"
     assert lines[3] == "closed"

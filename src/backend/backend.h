@@ -55,6 +55,12 @@ typedef struct pl_bufmem {
   uint32_t samples; /* set by the loader before a batch's last submit: its
                        samples (for transforms) */
   void *priv; /* backend's per-buffer state */
+  /* With plan.shared_memory, the memfd `host` starts at byte 0 of
+   * (host_fd_bytes long) and its id (pl_fd_id), set by fill_begin; host_fd
+   * is -1 otherwise. */
+  int host_fd;
+  uint64_t host_fd_bytes;
+  uint64_t host_id;
 } pl_bufmem;
 
 /* One copy into a batch buffer: `len` bytes from `src` (dataset memory in

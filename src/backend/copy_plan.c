@@ -235,6 +235,7 @@ pl_status pl_copy_plan_make(const pl_backend_caps *caps,
   const pl_dataset *ds = req->ds;
   memset(out, 0, sizeof *out);
   out->batch_size = req->batch_size;
+  out->shared_memory = req->shared_memory;
   out->nfields = ds->nfields + (req->extra_sample_bytes ? 1 : 0);
   out->fields = pl_calloc((size_t)PL_MAX(out->nfields, 1), sizeof *out->fields);
   if (!out->fields)

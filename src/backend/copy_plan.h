@@ -32,10 +32,12 @@
  *   DIRECT   large fields DIRECT, the others GATHER into staging memory just
  *            big enough for them; one submit of every span per batch.
  *
- * A later route in which the dataset (a worker process) writes the whole
- * batch into shared staging memory is WHOLE with chunking and direct mode
- * refused: copy_chunk_bytes = UINT64_MAX, direct_copy = 0, plus a flag for
- * where the staging pages come from. */
+ * A whole-batch dataset (pl_dataset_from_batch_callback: Python worker
+ * processes write the whole batch into shared staging memory) is WHOLE
+ * with chunking and direct mode refused (the loader asks copy_chunk_bytes
+ * = UINT64_MAX, direct_copy = 0) and shared_memory set: the pages workers
+ * write come from a memfd (host_pages.h), whose fd fill_begin hands out in
+ * pl_bufmem.host_fd. */
 #ifndef PL_COPY_PLAN_H
 #define PL_COPY_PLAN_H
 
@@ -75,6 +77,8 @@ typedef struct pl_plan_request {
   int direct_copy;           /* direct mode asked for */
   int pin_memory;
   uint64_t pinned_budget;    /* 0: what the plan needs */
+  int shared_memory;         /* what workers write is a memfd (a worker
+                                process writes it: whole-batch datasets) */
   /* Bytes per sample the loader gathers beside the dataset's fields (the
    * transforms' random draws, data/transform.h): planned as one more
    * field, index ds->nfields, never direct. 0: none. */
@@ -111,6 +115,10 @@ typedef struct pl_copy_plan {
   uint64_t region_bytes;
   /* Direct mode was asked for and refused: why (else ""). */
   char why_not_direct[256];
+  /* The memory workers write (CPU batch buffers, CUDA staging buffers) is
+   * a memfd mapped shared (pl_bufmem.host_fd), for a dataset whose batches
+   * another process writes (pl_dataset_from_batch_callback). */
+  int shared_memory;
 } pl_copy_plan;
 
 /* Fills *out (overwritten; release it with pl_copy_plan_free). Fails only

@@ -1,5 +1,8 @@
 /* Host pages for staging buffers: mapping, NUMA placement and multi-threaded
  * fault-in (see host_pages.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create */
+#endif
 #include "backend/host_pages.h"
 
 #include "core/common.h"
@@ -9,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -116,6 +120,47 @@ void *pl_pages_alloc(uint64_t bytes, int node, int threads) {
 void pl_pages_free(void *p, uint64_t bytes) {
   if (p)
     munmap(p, pl_pages_size(bytes));
+}
+
+/* pyworkers: batch memory that worker processes write. A memfd (no file
+ * in /dev/shm, so nothing to clean up after a crash and no tmpfs size
+ * limit: memfd pages are charged like anonymous memory, not to /dev/shm's
+ * mount), mapped shared so that the fd can be mapped by another process. */
+void *pl_pages_alloc_shared(uint64_t bytes, int node, int threads, int *fd) {
+  uint64_t n = pl_pages_size(bytes);
+  *fd = -1;
+  int f = memfd_create("pinloader-batch", MFD_CLOEXEC);
+  if (f < 0)
+    return NULL;
+  if (ftruncate(f, (off_t)n) != 0) {
+    close(f);
+    return NULL;
+  }
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  if (p == MAP_FAILED) {
+    close(f);
+    return NULL;
+  }
+#ifdef MADV_HUGEPAGE
+  if (n >= (2u << 20)) /* honoured where shmem huge pages are "advise" */
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+  prefer_node(p, n, node);
+  pl_pages_touch(p, n, threads);
+  *fd = f;
+  return p;
+}
+
+void pl_pages_free_shared(void *p, uint64_t bytes, int fd) {
+  if (p)
+    munmap(p, pl_pages_size(bytes));
+  if (fd >= 0)
+    close(fd);
+}
+
+uint64_t pl_fd_id(int fd) {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 /* "00000000:1B:00.0" or "0000:1b:00.0" -> "0000:1b:00.0". */

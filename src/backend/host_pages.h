@@ -21,6 +21,14 @@
 void *pl_pages_alloc(uint64_t bytes, int node, int threads);
 void pl_pages_free(void *p, uint64_t bytes);
 
+/* pyworkers: as pl_pages_alloc, but the pages are a memfd mapped shared
+ * (another process may map *fd and write them); *fd is the memfd (close it
+ * with pl_pages_free_shared), -1 with NULL on failure. pl_fd_id: an id of
+ * the file behind fd (its inode), the same in every process that maps it. */
+void *pl_pages_alloc_shared(uint64_t bytes, int node, int threads, int *fd);
+void pl_pages_free_shared(void *p, uint64_t bytes, int fd);
+uint64_t pl_fd_id(int fd);
+
 /* Bytes pl_pages_alloc really maps for `bytes`. */
 uint64_t pl_pages_size(uint64_t bytes);
 

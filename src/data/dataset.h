@@ -65,6 +65,15 @@ typedef struct pl_dataset_vt {
    * dataset's life, so a device backend may register it and copy samples
    * straight out of it, with no gather. */
   int (*regions)(const pl_dataset *ds, int field, pl_region *out, int max);
+  /* May be NULL. A whole-batch source (source_batch_callback.c): a loader
+   * fills each batch with one call of read_batch instead of per-sample
+   * reads; the message names the cause. */
+  pl_status (*read_batch)(const pl_dataset *ds, const uint64_t *indices,
+                          uint32_t n, const pl_batch_info *info,
+                          const pl_batch_dst *dst, pl_error *err);
+  /* May be NULL: nonzero when read_batch needs batch memory that another
+   * process can map (a memfd: PL_BATCH_SHARED_MEMORY). */
+  int (*shared_memory)(const pl_dataset *ds);
   /* May be NULL: samples replaced so far (on_error=skip sources). */
   uint64_t (*replaced)(const pl_dataset *ds);
   /* Frees impl (not the pl_dataset itself). */

@@ -8,6 +8,8 @@ uint64_t pl_batch_epoch(const pl_batch *b) { return b ? b->epoch : 0; }
 /* b->index counts from the stream's first batch; a stream restored from a
  * checkpoint starts mid-epoch at global position plan.start, which is
  * start / (batch * world) batches into this rank's epoch. */
+uint64_t pl_batch_stream(const pl_batch *b) { return b ? b->gen : 0; }
+
 uint64_t pl_batch_index(const pl_batch *b) {
   if (!b)
     return 0;

@@ -40,6 +40,8 @@ static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
 /* ------------------------------------------------------------ job stream */
 
 static int job_exists(const pl_core *c, uint64_t job) {
+  if (c->order) /* an explicit epoch ends its stream (loader_order.c) */
+    return job < c->first.num_batches;
   return job < c->first.num_batches || c->full.num_batches > 0;
 }
 
@@ -81,6 +83,8 @@ static void drop_stale(pl_core *c) {
 }
 
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
+  pl_order_unref(c->order);
+  c->order = NULL;
   pl_sampler_plan(&c->sampler, 0, 0, &c->full);
   pl_sampler_plan(&c->sampler, epoch, start, &c->first);
   if (c->first.num_batches == 0 && start > 0 && c->full.num_batches > 0)
@@ -133,7 +137,10 @@ static pl_batch *claim(pl_core *c, pl_batch *b) {
   b->job = c->next_claim++;
   job_locate(c, b->job, &b->index, &b->plan);
   b->epoch = b->plan.epoch;
-  b->size = pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
+  pl_order_unref(b->order);
+  b->order = pl_order_ref(c->order);
+  b->size = b->order ? pl_order_batch_size(b->order, b->index)
+                     : pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
   atomic_store_explicit(&b->cur_t0, 0.0, memory_order_relaxed);
   pl_error_clear(&b->err);
   return b;
@@ -202,6 +209,7 @@ static void *worker_main(void *arg) {
 static void slot_free(pl_core *c, pl_batch *b) {
   if (b->mem.data || b->mem.priv)
     c->be->vt->buf_free(c->be, &b->mem);
+  pl_order_unref(b->order);
   free(b->spans);
   free(b->sample_idx);
   free(b);
@@ -223,6 +231,7 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   }
   b->core = c;
   b->mem.bytes = c->mem_bytes;
+  b->mem.host_fd = -1;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
     free(b->spans);
@@ -261,6 +270,7 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
   free(c->workers);
+  pl_order_unref(c->order);
   pl_replay_free(c);
   pl_copy_plan_free(&c->copy);
   pl_xform_plan_free(c->xf);
@@ -293,10 +303,16 @@ static pl_plan_request plan_request(const pl_core *c) {
       .num_workers = cfg->num_workers,
       /* Auto: staging for the deepest prefetch the tuner may reach. */
       .prefetch = PL_MAX(c->prefetch, c->tune.prefetch_max),
-      .copy_chunk_bytes = cfg->copy_chunk_bytes,
-      .direct_copy = cfg->direct_copy,
       .pin_memory = cfg->pin_memory,
       .pinned_budget = cfg->pinned_budget,
+      /* A whole-batch dataset (source_batch_callback.c) fills a batch in one
+       * call: WHOLE, never chunked or direct; its workers may be processes
+       * that need the memory shared. */
+      .copy_chunk_bytes = c->ds->vt->read_batch ? UINT64_MAX
+                                                : cfg->copy_chunk_bytes,
+      .direct_copy = c->ds->vt->read_batch ? 0 : cfg->direct_copy,
+      .shared_memory =
+          c->ds->vt->shared_memory && c->ds->vt->shared_memory(c->ds),
       .extra_sample_bytes = c->xf ? (uint64_t)c->xf->nparams *
                                         sizeof(pl_xform_params)
                                   : 0,
@@ -651,11 +667,20 @@ static int all_held(const pl_core *c) {
 }
 
 /* With no workers the consumer fills the batch itself. [mu] */
-static pl_status fill_here(pl_core *c, pl_batch *b) {
+static pl_status fill_here(pl_core *c, pl_batch *b, pl_error *err) {
   claim(c, b);
   pthread_mutex_unlock(&c->mu);
   pl_fill(c, b);
   pthread_mutex_lock(&c->mu);
+  if (b->err.status == PL_NOT_READY && b->gen == c->gen) {
+    /* pyworkers: the read was interrupted (PL_READ_INTERRUPTED): give the
+     * job back, unfilled, for the next call. */
+    b->state = SLOT_FREE;
+    c->next_claim = b->job;
+    if (err)
+      *err = b->err;
+    return PL_NOT_READY;
+  }
   publish(c, b);
   return PL_OK;
 }
@@ -750,7 +775,7 @@ static pl_status next_locked(pl_core *c, int workers, double deadline,
                          "release a batch, or raise max_batch_buffers",
                          c->max_slots);
       if (f && workers == 0) {
-        fill_here(c, f);
+        PL_TRY(fill_here(c, f, err));
         continue;
       }
     }

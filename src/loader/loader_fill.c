@@ -27,6 +27,10 @@
 #define STREAM_BATCH_BYTES (16ull << 20)
 
 static void compute_indices(const pl_core *c, pl_batch *b) {
+  if (b->order) { /* an explicit epoch (loader_order.c) */
+    pl_order_indices(b->order, b->index, b->sample_idx);
+    return;
+  }
   uint64_t pos0 = pl_sampler_position(&c->sampler, &b->plan, b->index, 0);
   for (uint32_t i = 0; i < b->size; i++)
     b->sample_idx[i] = pl_sampler_index(
@@ -127,6 +131,73 @@ static pl_status fill_whole(pl_core *c, pl_batch *b) {
                     PL_SPANS_FIRST | PL_SPANS_LAST, &b->err);
 }
 
+/* pl_batch_dst.report: the stall clock names the sample being read. */
+static void report_sample(const pl_batch_dst *dst, uint64_t sample) {
+  pl_batch *b = dst->report_ctx;
+  atomic_store_explicit(&b->cur_sample, sample, memory_order_relaxed);
+  atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
+}
+
+/* pyworkers: a whole-batch dataset (source_batch_callback.c) writes the
+ * batch in one call, at the plan's offsets of the memory fill_begin hands
+ * out (the batch itself on the CPU, a staging buffer for CUDA: WHOLE plan,
+ * staging laid out as the batch), then it is submitted as one span. */
+static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
+  const pl_backend_vt *bv = c->be->vt;
+  const pl_copy_plan *p = &c->copy;
+  PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
+  void *base[64];
+  uint64_t off[64];
+  int nf = p->nfields;
+  void **bp = nf <= 64 ? base : pl_malloc((size_t)nf * sizeof *bp);
+  uint64_t *op = nf <= 64 ? off : pl_malloc((size_t)nf * sizeof *op);
+  pl_status s = PL_OK;
+  if (!bp || !op)
+    s = pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+  for (int f = 0; s == PL_OK && f < nf; f++) {
+    op[f] = p->fields[f].stage_off;
+    bp[f] = (uint8_t *)b->mem.host + op[f];
+  }
+  if (s == PL_OK) {
+    const int shared = b->mem.host_fd >= 0;
+    const int timed = c->cfg.timeout_s > 0;
+    const pl_batch_dst dst = {nf,
+                              bp,
+                              op,
+                              b->mem.host,
+                              shared ? b->mem.host_fd_bytes : p->batch_bytes,
+                              b->mem.host_fd,
+                              shared ? b->mem.host_id : 0,
+                              timed ? report_sample : NULL,
+                              b};
+    const pl_batch_info info = {c->cfg.seed, b->epoch, b->index,
+                                c->cfg.timeout_s, b->gen, b->job};
+    if (timed) {
+      atomic_store_explicit(&b->cur_sample, b->sample_idx[0],
+                            memory_order_relaxed);
+      atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
+    }
+    double t_read = pl_stage_now(&c->tm); /* the read stage, for report */
+    s = c->ds->vt->read_batch(c->ds, b->sample_idx, b->size, &info, &dst,
+                              &b->err);
+    if (t_read > 0)
+      b->read_ns += (uint64_t)((pl_now() - t_read) * 1e9);
+    if (timed)
+      atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
+  }
+  if (bp != base)
+    free(bp);
+  if (op != off)
+    free(op);
+  if (s != PL_OK) {
+    bv->fill_abort(c->be, &b->mem);
+    return s;
+  }
+  b->spans[0] = (pl_span){b->mem.host, 0, p->batch_bytes};
+  return bv->submit(c->be, &b->mem, b->spans, 1,
+                    PL_SPANS_FIRST | PL_SPANS_LAST, &b->err);
+}
+
 /* One span per field of samples [i0, i1), gathered at host. */
 static int chunk_spans(const pl_copy_plan *p, pl_batch *b, uint32_t i0,
                        uint32_t i1, const uint8_t *host) {
@@ -172,6 +243,10 @@ void pl_fill(pl_core *c, pl_batch *b) {
   compute_indices(c, b);
   b->mem.samples = b->size;
   pl_status s;
+  if (c->ds->vt->read_batch) {
+    s = fill_by_batch(c, b);
+    goto done;
+  }
   switch (c->copy.mode) {
   case PL_PLAN_DIRECT:
     s = pl_direct_fill(c, b);
@@ -183,6 +258,7 @@ void pl_fill(pl_core *c, pl_batch *b) {
     s = fill_whole(c, b);
     break;
   }
+done:
   if (s != PL_OK && b->err.status == PL_OK)
     pl_errorf(&b->err, s, "%s", pl_status_str(s));
   uint64_t busy = (uint64_t)((pl_now() - t0) * 1e9);

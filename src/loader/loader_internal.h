@@ -59,6 +59,20 @@ typedef struct pl_worker {
   int exited; /* [mu] */
 } pl_worker;
 
+/* An explicit epoch (loader_order.c, pl_loader_set_order): batch k is
+ * indices[starts[k] .. starts[k+1]). Immutable once made; refcounted. */
+typedef struct pl_order {
+  atomic_int refs;
+  uint64_t *indices;
+  uint64_t *starts;
+  uint64_t nbatches;
+} pl_order;
+
+pl_order *pl_order_ref(pl_order *o);
+void pl_order_unref(pl_order *o); /* accepts NULL */
+uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch);
+void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out);
+
 struct pl_batch {
   pl_core *core;
   pl_bufmem mem;
@@ -68,6 +82,7 @@ struct pl_batch {
   uint64_t epoch;   /* the rest: written when claimed or by the filler */
   uint64_t index;
   pl_epoch_plan plan;
+  pl_order *order; /* the explicit order it was claimed from, or NULL */
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
   pl_span *spans;       /* plan.max_spans entries */
@@ -136,6 +151,7 @@ struct pl_core {
 
   /* The job stream [mu]. */
   uint64_t gen;
+  pl_order *order;      /* an explicit epoch is the whole stream, or NULL */
   pl_epoch_plan first;  /* the stream's first epoch (may be partial) */
   pl_epoch_plan full;   /* plan of a whole epoch, epoch number aside */
   uint64_t next_claim;  /* next job a filler takes */

@@ -54,8 +54,13 @@ pl_status pl_loader_save_state(const pl_loader *ld, void *buf, size_t *len,
     return pl_core_forked(c, err);
   uint64_t epoch, pos;
   pthread_mutex_lock(&c->mu);
+  int explicit_order = c->order != NULL;
   pl_core_position(c, &epoch, &pos);
   pthread_mutex_unlock(&c->mu);
+  if (explicit_order) /* pyworkers: loader_order.c */
+    return pl_errorf(err, PL_BAD_STATE,
+                     "the loader is in an epoch of an explicit order "
+                     "(pl_loader_set_order): a state blob cannot describe it");
   uint8_t *p = buf;
   memset(p, 0, STATE_BYTES);
   memcpy(p, state_magic, 8);

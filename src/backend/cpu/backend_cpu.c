@@ -3,6 +3,7 @@
  * place and submit copies nothing. It stages nothing, so the planner never
  * chunks for it nor copies from dataset memory in place. */
 #include "backend/backend.h"
+#include "backend/host_pages.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -16,9 +17,33 @@ pl_backend_caps pl_backend_cpu_caps(void) {
                            .chunk_bytes = 0};
 }
 
+/* pyworkers: with plan.shared_memory, batch buffers are memfds. */
+typedef struct cpu_backend {
+  pl_backend base;
+  int shared;
+} cpu_backend;
+
 static void cpu_destroy(pl_backend *be) { free(be); }
 
+static pl_status cpu_buf_alloc_shared(pl_bufmem *m, pl_error *err) {
+  int fd = -1;
+  m->data = PL_FAULT(PL_FAULT_HOST_ALLOC)
+                ? NULL
+                : pl_pages_alloc_shared(m->bytes, -1, 1, &fd);
+  if (!m->data)
+    return pl_errorf(err, PL_NO_MEMORY,
+                     "cannot allocate a %llu-byte shared batch buffer "
+                     "(memfd_create, mmap)",
+                     (unsigned long long)m->bytes);
+  m->host_fd = fd;
+  m->host_fd_bytes = pl_pages_size(m->bytes);
+  m->host_id = pl_fd_id(fd);
+  return PL_OK;
+}
+
 static pl_status cpu_buf_alloc(pl_backend *be, pl_bufmem *m, pl_error *err) {
+  if (((cpu_backend *)be)->shared)
+    return cpu_buf_alloc_shared(m, err);
   uint64_t n = pl_align_up(m->bytes, CPU_ALIGN);
   m->data = PL_FAULT(PL_FAULT_HOST_ALLOC) ? NULL : aligned_alloc(CPU_ALIGN, n);
   if (!m->data)
@@ -33,6 +58,12 @@ static pl_status cpu_buf_alloc(pl_backend *be, pl_bufmem *m, pl_error *err) {
 }
 
 static void cpu_buf_free(pl_backend *be, pl_bufmem *m) {
+  if (((cpu_backend *)be)->shared) {
+    pl_pages_free_shared(m->data, m->bytes, m->host_fd);
+    m->data = NULL;
+    m->host_fd = -1;
+    return;
+  }
   free(m->data);
   m->data = NULL;
 }
@@ -106,9 +137,11 @@ static const pl_backend_vt cpu_vt = {
 
 pl_status pl_backend_cpu_create(const pl_backend_config *cfg,
                                 pl_backend **out, pl_error *err) {
-  pl_backend *be = pl_calloc(1, sizeof *be);
-  if (!be)
+  cpu_backend *cb = pl_calloc(1, sizeof *cb);
+  if (!cb)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for the CPU backend");
+  cb->shared = cfg->plan && cfg->plan->shared_memory;
+  pl_backend *be = &cb->base;
   be->vt = &cpu_vt;
   be->kind = PL_DEVICE_CPU;
   strcpy(be->name, "cpu");

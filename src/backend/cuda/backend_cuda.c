@@ -149,6 +149,7 @@ static pl_status cuda_setup(cuda_backend *be, const pl_backend_config *cfg,
       .budget = plan->pinned_budget - PL_MIN(plan->region_bytes,
                                              plan->pinned_budget),
       .pin = cfg->pin_memory,
+      .shared = plan->shared_memory,
       .log = cfg->log,
       .name = be->base.name,
   };

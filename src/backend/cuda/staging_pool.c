@@ -13,14 +13,20 @@
  * node and faulted in (host_pages.h), pageable until registered. A
  * staging buffer that another process writes would be mapped here from a
  * shared memory file instead. */
-static void *stage_pages_alloc(const pl_stage_pool *p) {
+static void *stage_pages_alloc(const pl_stage_pool *p, pl_stage *st) {
+  st->fd = -1;
   if (PL_FAULT(PL_FAULT_HOST_ALLOC))
     return NULL;
+  if (p->cfg.shared) /* pyworkers: a worker process maps the memfd */
+    return pl_pages_alloc_shared(p->cfg.bytes, p->cfg.numa_node, 0, &st->fd);
   return pl_pages_alloc(p->cfg.bytes, p->cfg.numa_node, 0);
 }
 
-static void stage_pages_free(const pl_stage_pool *p, void *mem) {
-  pl_pages_free(mem, p->cfg.bytes);
+static void stage_pages_free(const pl_stage_pool *p, pl_stage *st) {
+  if (p->cfg.shared)
+    pl_pages_free_shared(st->p, p->cfg.bytes, st->fd);
+  else
+    pl_pages_free(st->p, p->cfg.bytes);
 }
 
 /* One warning per pool; later fallbacks only count. */
@@ -38,13 +44,13 @@ static void warn_fallback(pl_stage_pool *p, const char *why) {
  * PL_CUDA_PIN=hostalloc). Returns 0 on success; on failure fills why and
  * leaves any pages it made in st->p. */
 static int stage_pin(pl_stage_pool *p, pl_stage *st, char *why, size_t cap) {
-  int hostalloc = p->cfg.method == PIN_HOSTALLOC;
+  int hostalloc = p->cfg.method == PIN_HOSTALLOC && !p->cfg.shared;
   cudaError_t rc;
   if (PL_FAULT(PL_FAULT_PIN_ALLOC))
     rc = cudaErrorMemoryAllocation;
   else if (hostalloc)
     rc = cudaHostAlloc(&st->p, p->cfg.bytes, cudaHostAllocDefault);
-  else if (!(st->p = stage_pages_alloc(p)))
+  else if (!(st->p = stage_pages_alloc(p, st)))
     rc = cudaErrorMemoryAllocation;
   else
     rc = cudaHostRegister(st->p, p->cfg.bytes, cudaHostRegisterDefault);
@@ -80,7 +86,7 @@ static pl_status stage_make(pl_stage_pool *p, pl_stage *st, int pin,
   }
   if (fell_back)
     warn_fallback(p, why);
-  if (!st->p && !(st->p = stage_pages_alloc(p)))
+  if (!st->p && !(st->p = stage_pages_alloc(p, st)))
     return pl_errorf(err, PL_NO_MEMORY,
                      "cannot allocate a %llu-byte staging buffer",
                      (unsigned long long)p->cfg.bytes);
@@ -93,7 +99,7 @@ static void stage_unmake(pl_stage_pool *p, pl_stage *st) {
   } else if (st->p) {
     if (st->registered)
       cudaHostUnregister(st->p);
-    stage_pages_free(p, st->p);
+    stage_pages_free(p, st);
   }
   if (st->pinned)
     atomic_fetch_sub(&p->pinned_bytes, p->cfg.bytes);

@@ -44,6 +44,7 @@ typedef struct pl_stage {
   uint64_t seq;         /* [mu] order of its last copy: the oldest is waited on */
   int timing;           /* [owner] start/done time a copy not yet in copy_ns */
   void *p;              /* `bytes` of host memory */
+  int fd;               /* pyworkers: p's memfd (cfg.shared), else -1 */
   int pinned;           /* p is page-locked (counted in pinned_bytes) */
   int registered;       /* pinned by cudaHostRegister (else cudaHostAlloc) */
   cudaEvent_t start, done; /* around the last copy out of it (timed) */
@@ -56,6 +57,8 @@ typedef struct pl_stage_pool_config {
   int pin;          /* pin_memory: 0 makes every buffer pageable, silently */
   pl_pin_method method;
   int numa_node;    /* -1: no preference */
+  int shared;       /* pages from a memfd another process maps (a worker
+                       process writes them); pinned by registering them */
   const pl_logger *log;
   const char *name; /* the backend's, for the warning; outlives the pool */
 } pl_stage_pool_config;

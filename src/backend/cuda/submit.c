@@ -9,6 +9,7 @@
  * KiB and more (bench/results/direct-probe-h200-2026-12-01.md), or, with a
  * driver that lacks it, a loop of cudaMemcpyAsync, correct but slower. */
 #include "backend/cuda/cuda_backend.h"
+#include "backend/host_pages.h" /* pl_fd_id */
 
 #include <assert.h>
 
@@ -29,6 +30,11 @@ pl_status pl_cuda_fill_begin(pl_backend *b, pl_bufmem *m, pl_error *err) {
     return s;
   cb->stage = st;
   m->host = st->p;
+  if (be->pool.cfg.shared) { /* pyworkers: a worker process writes it */
+    m->host_fd = st->fd;
+    m->host_fd_bytes = be->pool.cfg.bytes;
+    m->host_id = pl_fd_id(st->fd);
+  }
   return PL_OK;
 }
 

@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""Python datasets through pinloader's worker processes against
+torch.utils.data.DataLoader, in the same run, on the same dataset objects.
+
+  aug     a Python map-style dataset with per-sample numpy augmentation of
+          CIFAR-sized images (pad-crop, flip, normalize; ~50-70 us a sample),
+          batch 256, into the GPU (the CPU without one), by workers
+          (default 6 and 14). torch: pin_memory=True, persistent_workers,
+          .cuda(non_blocking=True). Samples/s, best of --epochs.
+  seed    the seeds' benchmark: torchvision's CIFAR10 with ToTensor, passed
+          unchanged, batch 1024, 6 workers, 0.1 s of CPU work per batch in
+          the consumer: seconds per epoch (target 4.95, floor 4.90).
+  tv      a torchvision transforms pipeline (RandomCrop(32, padding=4),
+          RandomHorizontalFlip, ToTensor, Normalize), batch 256, by workers.
+  tokens  a token-window dataset (uint16 tokens in a memmap, windows of
+          1024 + 1 as int64 x, y), batch 32, by workers.
+  pss     the workers' total PSS (/proc/PID/smaps_rollup) after an epoch of
+          `aug`, pinloader against torch.
+
+CIFAR-10 data is generated locally in CIFAR's python pickle format (no
+network), as bench/vs_torch.py and shared/reference/torch_seed_bench.py do.
+
+    python3 bench/python_workers.py [--out DIR] [--parts aug,seed,tv,tokens,pss]
+                                    [--workers 6,14] [--epochs 3] [--quick]
+
+Writes DIR/python_workers.json and DIR/python_workers.md (machine, date,
+commit, torch and pinloader versions, every number).
+"""
+import argparse
+import datetime
+import json
+import os
+import pickle
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+try:
+    import pinloader
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import pinloader
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+MEAN = np.array([0.4914, 0.4822, 0.4465], np.float32).reshape(3, 1, 1)
+STD = np.array([0.2470, 0.2435, 0.2616], np.float32).reshape(3, 1, 1)
+
+
+# ---------------------------------------------------------------- datasets
+
+class NumpyAug:
+    """CIFAR-sized uint8 HWC images; __getitem__: pad 4 + random 32x32 crop,
+    random horizontal flip, to float32 CHW, normalize. Module-level so that
+    spawn / forkserver workers can import it."""
+
+    def __init__(self, n=50000, seed=0):
+        rng = np.random.default_rng(seed)
+        self.images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+        self.labels = rng.integers(0, 10, n).tolist()
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        img = np.pad(self.images[i], ((4, 4), (4, 4), (0, 0)), mode="reflect")
+        y, x = np.random.randint(0, 9, 2)
+        img = img[y:y + 32, x:x + 32]
+        if np.random.rand() < 0.5:
+            img = img[:, ::-1]
+        chw = img.transpose(2, 0, 1).astype(np.float32) / 255.0
+        return (chw - MEAN) / STD, self.labels[i]
+
+
+class Tokens:
+    """Windows of a token stream: x = tokens[i*T : i*T+T], y shifted by 1."""
+
+    def __init__(self, path, block=1024):
+        self.data = np.memmap(path, dtype=np.uint16, mode="r")
+        self.block = block
+
+    def __len__(self):
+        return (len(self.data) - 1) // self.block
+
+    def __getitem__(self, i):
+        s = i * self.block
+        chunk = np.asarray(self.data[s:s + self.block + 1], dtype=np.int64)
+        return torch.from_numpy(chunk[:-1]), torch.from_numpy(chunk[1:])
+
+
+def write_cifar_pickles(root, per_file=10000, seed=0):
+    d = os.path.join(root, "cifar-10-batches-py")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for name in ["data_batch_%d" % i for i in range(1, 6)] + ["test_batch"]:
+        with open(os.path.join(d, name), "wb") as f:
+            pickle.dump({"data": rng.integers(0, 256, (per_file, 3072), dtype=np.uint8),
+                         "labels": rng.integers(0, 10, per_file).tolist()}, f)
+    with open(os.path.join(d, "batches.meta"), "wb") as f:
+        pickle.dump({"label_names": [str(i) for i in range(10)]}, f)
+
+
+def torchvision_cifar(root, transform):
+    import torchvision
+
+    class SyntheticCIFAR10(torchvision.datasets.CIFAR10):
+        def _check_integrity(self):  # synthetic files: the md5s differ
+            return True
+
+        def _load_meta(self):
+            self.classes = [str(i) for i in range(10)]
+            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+
+    return SyntheticCIFAR10(root, train=True, download=False, transform=transform)
+
+
+# ---------------------------------------------------------------- timing
+
+def sync():
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def run_epoch(loader, work_s=0.0, to_device=True, limit=None):
+    """Seconds and samples of one epoch, every tensor on DEVICE."""
+    sync()
+    t0 = time.perf_counter()
+    n = 0
+    for k, batch in enumerate(loader):
+        x, y = batch[0], batch[1]
+        if to_device and x.device.type != DEVICE:
+            x, y = x.to(DEVICE, non_blocking=True), y.to(DEVICE, non_blocking=True)
+        if work_s:
+            time.sleep(work_s)
+        n += x.shape[0]
+        if limit and k + 1 >= limit:
+            break
+    sync()
+    return time.perf_counter() - t0, n
+
+
+def torch_loader(ds, batch, workers, **kw):
+    return torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
+                                       pin_memory=CUDA, persistent_workers=workers > 0, **kw)
+
+
+def pl_loader(ds, batch, workers, **kw):
+    return pinloader.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
+                                device=DEVICE, **kw)
+
+
+def best_rate(make, epochs, limit=None, work_s=0.0):
+    loader = make()
+    try:
+        run_epoch(loader, limit=limit, work_s=work_s)  # warm-up: workers start, pools fill
+        runs = [run_epoch(loader, limit=limit, work_s=work_s) for _ in range(epochs)]
+    finally:
+        close = getattr(loader, "close", None)
+        if close:
+            close()
+        del loader
+    times = [t for t, _ in runs]
+    n = runs[0][1]
+    return {"samples_per_s": max(n / t for t, n in runs), "epoch_s": times, "samples": n}
+
+
+def per_sample_us(ds, k=2000):
+    t0 = time.perf_counter()
+    for i in range(k):
+        ds[i % len(ds)]
+    return (time.perf_counter() - t0) / k * 1e6
+
+
+def pair(make_torch, make_pl, epochs, **kw):
+    t = best_rate(make_torch, epochs, **kw)
+    p = best_rate(make_pl, epochs, **kw)
+    return {"torch": t, "pinloader": p, "ratio": p["samples_per_s"] / t["samples_per_s"]}
+
+
+# ---------------------------------------------------------------- parts
+
+def part_aug(args, out):
+    ds = NumpyAug(n=args.samples)
+    out["aug"] = {"per_sample_us": per_sample_us(ds), "batch": 256, "by_workers": {}}
+    for w in args.workers:
+        r = pair(lambda: torch_loader(ds, 256, w), lambda: pl_loader(ds, 256, w), args.epochs,
+                 limit=args.limit)
+        out["aug"]["by_workers"][str(w)] = r
+        print("aug workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
+            w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"]), flush=True)
+
+
+def part_seed(args, out, root):
+    try:
+        import torchvision.transforms as T
+    except ImportError:
+        out["seed"] = {"skipped": "torchvision is not installed"}
+        return
+    ds = torchvision_cifar(root, T.ToTensor())
+    res = {}
+    for name, make in (("torch", lambda: torch.utils.data.DataLoader(ds, batch_size=1024, num_workers=6,
+                                                                      pin_memory=CUDA)),
+                       ("pinloader", lambda: pinloader.DataLoader(ds, batch_size=1024, num_workers=6,
+                                                                  device=DEVICE))):
+        loader = make()
+        times = [run_epoch(loader, work_s=0.1, limit=args.limit)[0] for _ in range(args.epochs)]
+        if hasattr(loader, "close"):
+            loader.close()
+        res[name] = {"epoch_s": times, "mean_s": float(np.mean(times))}
+        print("seed %s: epochs %s, mean %.2f s" % (name, ["%.2f" % t for t in times], np.mean(times)),
+              flush=True)
+    res["target_s"], res["floor_s"] = 4.95, 4.90
+    out["seed"] = res
+
+
+def part_tv(args, out, root):
+    try:
+        import torchvision.transforms as T
+    except ImportError:
+        out["tv"] = {"skipped": "torchvision is not installed"}
+        return
+    tf = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))])
+    ds = torchvision_cifar(root, tf)
+    out["tv"] = {"per_sample_us": per_sample_us(ds, 1000), "batch": 256, "by_workers": {}}
+    for w in args.workers:
+        r = pair(lambda: torch_loader(ds, 256, w), lambda: pl_loader(ds, 256, w), args.epochs,
+                 limit=args.limit)
+        out["tv"]["by_workers"][str(w)] = r
+        print("tv workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
+            w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"]), flush=True)
+
+
+def part_tokens(args, out, root):
+    path = os.path.join(root, "tokens.bin")
+    n = (args.samples // 50) * 1025 * 40
+    np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16).tofile(path)
+    ds = Tokens(path)
+    out["tokens"] = {"per_sample_us": per_sample_us(ds, 500), "batch": 32, "block": 1024,
+                     "by_workers": {}}
+    for w in args.workers:
+        r = pair(lambda: torch_loader(ds, 32, w), lambda: pl_loader(ds, 32, w), args.epochs,
+                 limit=args.limit)
+        out["tokens"]["by_workers"][str(w)] = r
+        print("tokens workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
+            w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"]), flush=True)
+
+
+def pss_kb(pid):
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def part_pss(args, out):
+    ds = NumpyAug(n=args.samples)
+    w = args.workers[0]
+    res = {"workers": w}
+    k = min(20, len(ds) // 256 - 1)
+    tl = torch_loader(ds, 256, w)
+    it = iter(tl)
+    for _ in range(k):
+        next(it)
+    res["torch_kb"] = sum(pss_kb(p.pid) for p in it._workers)
+    del it, tl
+    pl = pl_loader(ds, 256, w)
+    it = iter(pl)
+    for _ in range(k):
+        next(it)
+    res["pinloader_kb"] = sum(pss_kb(p) for p in pl.worker_pids)
+    del it
+    pl.close()
+    out["pss"] = res
+    print("pss workers=%d: torch %d MB, pinloader %d MB" % (w, res["torch_kb"] >> 10,
+                                                            res["pinloader_kb"] >> 10), flush=True)
+
+
+# ---------------------------------------------------------------- report
+
+def commit():
+    c = os.environ.get("PL_COMMIT")
+    if c:
+        return c
+    try:
+        return subprocess.check_output(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                       text=True, stderr=subprocess.DEVNULL).strip()
+    except Exception:
+        return "unknown"
+
+
+def markdown(out):
+    m = out["meta"]
+    lines = ["# Python datasets: pinloader worker processes vs torch DataLoader", "",
+             "%s, %d CPUs, %s; torch %s, pinloader %s, commit %s, %s" % (
+                 m["machine"], m["cpus"], m["device"], m["torch"], m["pinloader"], m["commit"],
+                 m["date"]), ""]
+    for part, title in (("aug", "numpy augmentation (batch 256)"), ("tv", "torchvision transforms (batch 256)"),
+                        ("tokens", "token windows (batch 32)")):
+        r = out.get(part)
+        if not r:
+            continue
+        if "skipped" in r:
+            lines += ["## %s: skipped (%s)" % (title, r["skipped"]), ""]
+            continue
+        lines += ["## %s, %.0f us a sample" % (title, r["per_sample_us"]), "",
+                  "| workers | torch samples/s | pinloader samples/s | ratio |", "|---:|---:|---:|---:|"]
+        for w, x in r["by_workers"].items():
+            lines.append("| %s | %.0f | %.0f | %.2f |" % (w, x["torch"]["samples_per_s"],
+                                                        x["pinloader"]["samples_per_s"], x["ratio"]))
+        lines.append("")
+    s = out.get("seed")
+    if s and "skipped" not in s:
+        lines += ["## seed benchmark (CIFAR10 + ToTensor, batch 1024, 6 workers, 0.1 s work)", "",
+                  "| loader | s/epoch (mean) | epochs |", "|---|---:|---|",
+                  "| torch | %.2f | %s |" % (s["torch"]["mean_s"], ", ".join("%.2f" % t for t in s["torch"]["epoch_s"])),
+                  "| pinloader | %.2f | %s |" % (s["pinloader"]["mean_s"],
+                                                ", ".join("%.2f" % t for t in s["pinloader"]["epoch_s"])),
+                  "", "target <= %.2f s, floor %.2f s" % (s["target_s"], s["floor_s"]), ""]
+    p = out.get("pss")
+    if p:
+        lines += ["## workers' total PSS (%d workers, numpy augmentation)" % p["workers"], "",
+                  "torch %.0f MB, pinloader %.0f MB" % (p["torch_kb"] / 1024, p["pinloader_kb"] / 1024), ""]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--parts", default="aug,seed,tv,tokens,pss")
+    ap.add_argument("--workers", default="6,14")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=50000)
+    ap.add_argument("--quick", action="store_true", help="a smoke run: tiny data, 2 batches an epoch")
+    args = ap.parse_args()
+    args.workers = [int(w) for w in args.workers.split(",")]
+    args.limit = None
+    if args.quick:
+        args.samples, args.epochs, args.limit = 2000, 1, 2
+        args.workers = [min(w, 2) for w in args.workers][:1]
+    parts = args.parts.split(",")
+    out = {"meta": {"machine": platform.node(), "cpus": os.cpu_count(),
+                    "device": torch.cuda.get_device_name(0) if CUDA else "cpu",
+                    "torch": torch.__version__, "pinloader": pinloader.__version__, "commit": commit(),
+                    "date": datetime.date.today().isoformat(), "python": platform.python_version(),
+                    "quick": args.quick}}
+    with tempfile.TemporaryDirectory(prefix="pl-pyworkers-") as root:
+        if "seed" in parts or "tv" in parts:
+            write_cifar_pickles(root, per_file=args.samples // 5)
+        if "aug" in parts:
+            part_aug(args, out)
+        if "seed" in parts:
+            part_seed(args, out, root)
+        if "tv" in parts:
+            part_tv(args, out, root)
+        if "tokens" in parts:
+            part_tokens(args, out, root)
+        if "pss" in parts:
+            part_pss(args, out)
+    md = markdown(out)
+    print(md)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "python_workers.json"), "w") as f:
+            json.dump(out, f, indent=2)
+        with open(os.path.join(args.out, "python_workers.md"), "w") as f:
+            f.write(md + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""How a Python dataset's samples become batches, as torch's default_collate
+makes them, but written in place.
+
+A *template* is taken from one probe (dataset[0], or collate_fn over one
+sample): the structure (dicts, lists, tuples, namedtuples, nested) with a
+leaf kind at each end:
+
+  ("field", f)   a fixed-shape array-like leaf (numpy array or scalar, CPU
+                 torch tensor, Python bool / int / float): field f of the C
+                 batch, written straight into the batch buffer by whoever
+                 reads the sample (a worker process, or a loader thread);
+  ("obj", j)     anything else (strings, None, objects, dtypes the C loader
+                 has no name for): carried pickled beside the batch and
+                 collated in the consumer, as default_collate would (strings
+                 become lists).
+
+The structure nodes are ("dict", keys, children), ("list", children),
+("tuple", children) and ("namedtuple", cls, children).
+
+Python ints become int64, floats float64 and bools bool, as default_collate
+makes them.
+"""
+import collections.abc
+import pickle
+
+import numpy as np
+
+# The C loader's dtypes (bool is stored as uint8 and viewed back as bool).
+C_DTYPES = ("uint8", "int8", "int16", "uint16", "int32", "uint32", "int64",
+            "float16", "float32", "float64")
+
+
+class Leaf:
+    """A field leaf: numpy dtype, shape per sample, and the C dtype name."""
+
+    __slots__ = ("index", "dtype", "shape", "name", "is_bool", "c_dtype")
+
+    def __init__(self, index, dtype, shape, name):
+        self.index, self.dtype, self.shape, self.name = index, np.dtype(dtype), tuple(shape), name
+        self.is_bool = self.dtype == np.bool_
+        self.c_dtype = "uint8" if self.is_bool else self.dtype.name
+
+    def describe(self):
+        return "%s %s" % ("bool" if self.is_bool else self.dtype.name, self.shape)
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+_TENSOR = []  # torch.Tensor, once torch is imported (looked up per leaf till then)
+
+
+def _torch_tensor_type():
+    if _TENSOR:
+        return _TENSOR[0]
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    _TENSOR.append(torch.Tensor)
+    return torch.Tensor
+
+
+def _array_of(value):
+    """value as a numpy array (no copy where possible), or None when it is
+    not array-like with a dtype the C loader can hold."""
+    tt = _torch_tensor_type()
+    if tt is not None and isinstance(value, tt):
+        if value.device.type != "cpu" or value.is_sparse or value.requires_grad:
+            return None
+        try:
+            a = value.numpy()
+        except (TypeError, RuntimeError):  # bfloat16, complex...
+            return None
+    elif isinstance(value, (np.ndarray, np.generic)):
+        a = np.asarray(value)
+    else:
+        return None
+    if a.dtype == np.bool_ or a.dtype.name in C_DTYPES:
+        return a
+    return None
+
+
+def _scalar_dtype(value):
+    """The dtype default_collate gives a Python number, or None."""
+    if isinstance(value, bool):
+        return np.bool_
+    if isinstance(value, int):
+        return np.int64
+    if isinstance(value, float):
+        return np.float64
+    return None
+
+
+class Template:
+    """The structure of one sample (or one collated batch) and its leaves."""
+
+    def __init__(self, probe, numbers_are_fields=True, batched_probe=False):
+        self.fields = []  # Leaf per C field
+        self.nobjs = 0
+        self.batched_probe = batched_probe
+        self.root = self._walk(probe, numbers_are_fields, "")
+
+    def _leaf_name(self, path):
+        name = path.strip(".") or "data"
+        return name.encode("utf-8")[:31].decode("utf-8", "ignore") or "field%d" % len(self.fields)
+
+    def _walk(self, x, numbers, path):
+        if isinstance(x, collections.abc.Mapping):
+            keys = list(x.keys())
+            return ("dict", keys, [self._walk(x[k], numbers, "%s.%s" % (path, k)) for k in keys])
+        if _is_namedtuple(x):
+            return ("namedtuple", type(x), [self._walk(v, numbers, "%s.%s" % (path, k))
+                                            for k, v in zip(x._fields, x)])
+        if isinstance(x, (tuple, list)):
+            kind = "list" if isinstance(x, list) else "tuple"
+            return (kind, [self._walk(v, numbers, "%s.%d" % (path, i)) for i, v in enumerate(x)])
+        a = _array_of(x)
+        if a is None and numbers and _scalar_dtype(x) is not None:
+            a = np.asarray(x, dtype=_scalar_dtype(x))
+        if a is not None:
+            shape = a.shape
+            if self.batched_probe:  # a collate_fn's output for one sample
+                if a.ndim == 0 or shape[0] != 1:
+                    return self._obj()
+                shape = shape[1:]
+            leaf = Leaf(len(self.fields), a.dtype, shape, self._leaf_name(path))
+            self.fields.append(leaf)
+            return ("field", leaf.index)
+        return self._obj()
+
+    def _obj(self):
+        self.nobjs += 1
+        return ("obj", self.nobjs - 1)
+
+    def c_fields(self):
+        return [("%d_%s" % (f.index, f.name))[:31] for f in self.fields], [
+            (("%d_%s" % (f.index, f.name))[:31], f.c_dtype, f.shape) for f in self.fields]
+
+
+class Mismatch(ValueError):
+    pass
+
+
+def _describe(value):
+    a = _array_of(value)
+    if a is not None:
+        return "%s %s" % ("bool" if a.dtype == np.bool_ else a.dtype.name, a.shape)
+    return type(value).__name__
+
+
+def write_sample(t, node, value, k, views, objs, where):
+    """Writes one sample's leaves: fields into views[f][k], objects appended
+    to objs[j]. `where` names the sample for errors."""
+    kind = node[0]
+    if kind == "field":
+        leaf = t.fields[node[1]]
+        if type(value) is np.ndarray and value.dtype == leaf.dtype and value.shape == leaf.shape:
+            views[leaf.index][k] = value  # the common case, checked fast
+            return
+        a = _array_of(value)
+        if a is None:
+            sd = _scalar_dtype(value)
+            if sd is not None and np.dtype(sd) == leaf.dtype:
+                views[leaf.index][k] = value
+                return
+        if a is None or a.shape != leaf.shape or a.dtype != leaf.dtype:
+            raise Mismatch("%s field %r is %s but the first sample's was %s" % (
+                where, leaf.name, _describe(value), leaf.describe()))
+        views[leaf.index][k] = a
+    elif kind == "obj":
+        objs[node[1]].append(value)
+    elif kind == "dict":
+        if not isinstance(value, collections.abc.Mapping) or list(value.keys()) != node[1]:
+            raise Mismatch("%s is %s but the first sample was a mapping with keys %r" % (
+                where, _short(value), node[1]))
+        for key, child in zip(node[1], node[2]):
+            write_sample(t, child, value[key], k, views, objs, where)
+    else:
+        children = node[-1]
+        if not isinstance(value, (tuple, list)) or len(value) != len(children):
+            raise Mismatch("%s is %s but the first sample was a %s of %d" % (
+                where, _short(value), node[0], len(children)))
+        for child, v in zip(children, value):
+            write_sample(t, child, v, k, views, objs, where)
+
+
+def _short(value):
+    if isinstance(value, (tuple, list)):
+        return "a %s of %d" % (type(value).__name__, len(value))
+    return "a %s" % type(value).__name__
+
+
+def write_collated(t, node, value, n, views, extras, path=()):
+    """Writes a collate_fn's output for a batch of n: a field leaf whose
+    array is [n, *shape] of the probe's dtype goes into the batch buffer;
+    anything else (another shape: padding to the longest sequence, say)
+    goes into extras[path] to be pickled."""
+    kind = node[0]
+    if kind == "field":
+        leaf = t.fields[node[1]]
+        a = _array_of(value)
+        if a is not None and a.shape == (n,) + leaf.shape and a.dtype == leaf.dtype:
+            views[leaf.index][:n] = a
+        else:
+            extras[path] = value
+    elif kind == "obj":
+        extras[path] = value
+    elif kind == "dict":
+        if not isinstance(value, collections.abc.Mapping) or list(value.keys()) != node[1]:
+            extras[path] = value
+            return
+        for key, child in zip(node[1], node[2]):
+            write_collated(t, child, value[key], n, views, extras, path + (key,))
+    else:
+        children = node[-1]
+        if not isinstance(value, (tuple, list)) or len(value) != len(children):
+            extras[path] = value
+            return
+        for i, (child, v) in enumerate(zip(children, value)):
+            write_collated(t, child, v, n, views, extras, path + (i,))
+
+
+def build(t, node, arrays, objs, collate_obj, unbatched=False):
+    """The consumer's batch: the template's structure with arrays[f] at
+    field leaves and collate_obj(objs[j]) at object leaves."""
+    kind = node[0]
+    if kind == "field":
+        a = arrays[node[1]]
+        return a[0] if unbatched else a
+    if kind == "obj":
+        vals = objs[node[1]]
+        return vals[0] if unbatched else collate_obj(vals)
+    if kind == "dict":
+        return {k: build(t, c, arrays, objs, collate_obj, unbatched) for k, c in zip(node[1], node[2])}
+    vals = [build(t, c, arrays, objs, collate_obj, unbatched) for c in node[-1]]
+    if kind in ("list", "tuple"):
+        return vals  # default_collate (and default_convert) make tuples lists
+    return node[1](*vals)
+
+
+def build_collated(t, node, arrays, extras, path=()):
+    """A collate_fn's batch: extras[path] where the worker sent one."""
+    if path in extras:
+        return extras[path]
+    kind = node[0]
+    if kind == "field":
+        return arrays[node[1]]
+    if kind == "obj":  # every obj leaf is in extras; kept for safety
+        return None
+    if kind == "dict":
+        return {k: build_collated(t, c, arrays, extras, path + (k,)) for k, c in zip(node[1], node[2])}
+    vals = [build_collated(t, c, arrays, extras, path + (i,)) for i, c in enumerate(node[-1])]
+    if kind == "list":
+        return vals
+    if kind == "tuple":
+        return tuple(vals)
+    return node[1](*vals)
+
+
+def dumps(obj):
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)

@@ -1,0 +1,386 @@
+"""Filling batches from a Python dataset: in a worker process, or in the
+loader's own threads (worker_mode="thread", num_workers=0).
+
+The C side is python/pinloader/workers.c: a loader thread sends a worker
+process a request (batch indices, epoch, seed, where each field lies in
+the batch memory, whose memfd comes attached) and waits, without the GIL,
+for the reply. The process writes each sample's fields straight into the
+shared batch buffer (numpy views over the mapped memfd) and replies with
+what could not go there, pickled (strings, objects; a collate_fn's odd
+shapes), or with the exception it met.
+"""
+import mmap
+import os
+import pickle
+import random
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+
+import numpy as np
+
+from . import _collate
+
+REQ = struct.Struct("=4I6Q")  # magic, nfields, n, flags; id, fd_bytes, epoch, seed, batch, base_seed
+REP = struct.Struct("=IIQ")  # magic, status, payload length
+REQ_MAGIC = 0x51524C50
+REP_MAGIC = 0x50524C50
+REQ_RESEED, REQ_PROGRESS = 1, 2
+REP_OK, REP_ERROR, REP_PROGRESS = 0, 1, 3
+
+# ---------------------------------------------------------------- per-sample RNG
+
+_ctx = threading.local()  # seed, epoch, index of the sample being read
+
+
+def sample_rng():
+    """A numpy Generator for the sample being read, seeded by (loader seed,
+    epoch, sample index) only: the same augmentation for that sample in that
+    epoch with any number of workers, any start method, thread or process
+    workers. Call it inside __getitem__ (or a transform it calls). Outside a
+    pinloader read it raises RuntimeError."""
+    seed = getattr(_ctx, "key", None)
+    if seed is None:
+        raise RuntimeError("pinloader.sample_rng() is only available while a pinloader "
+                           "DataLoader reads a sample")
+    return np.random.default_rng(seed)
+
+
+def _set_sample(seed, epoch, index):
+    _ctx.key = (0x706C, seed, epoch, index)  # a SeedSequence entropy tuple
+
+
+class Spec:
+    """What a worker needs: picklable (spawn, forkserver)."""
+
+    def __init__(self, dataset, template, batch_size, collate_fn, unbatched, worker_init_fn,
+                 num_workers, base_seed, iterable=False, drop_last=False):
+        self.dataset = dataset
+        self.template = template
+        self.batch_size = batch_size
+        self.collate_fn = collate_fn
+        self.unbatched = unbatched
+        self.worker_init_fn = worker_init_fn
+        self.num_workers = num_workers
+        self.base_seed = base_seed
+        self.iterable = iterable
+        self.drop_last = drop_last
+
+
+class ErrorReport:
+    """A worker's exception, as it crosses the pipe: the exception itself
+    when it pickles, else its type's name and message; the formatted
+    traceback and the sample either way."""
+
+    def __init__(self, exc, where, sample):
+        self.type_name = "%s.%s" % (type(exc).__module__, type(exc).__qualname__)
+        self.message = str(exc)
+        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.where = where
+        self.sample = sample
+        try:
+            blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(blob)  # the consumer must be able to rebuild it
+            self.exc_blob = blob
+        except Exception:
+            self.exc_blob = None
+
+    def text(self):
+        s = "%s at %s: %s" % (self.type_name.rsplit(".", 1)[-1], self.where, self.message)
+        return s[:300]
+
+    def rebuild(self):
+        """The exception to raise in the consumer, of the worker's type."""
+        exc = None
+        if self.exc_blob is not None:
+            try:
+                exc = pickle.loads(self.exc_blob)
+            except Exception:
+                exc = None
+        if exc is None:
+            exc = RuntimeError("%s: %s" % (self.type_name, self.message))
+        return exc
+
+
+class Filler:
+    """Fills batches for one worker (or for the loader's threads)."""
+
+    def __init__(self, spec, worker_id):
+        self.spec = spec
+        self.worker_id = worker_id
+        self.t = spec.template
+        self.maps = {}  # buffer id -> (mmap, fd_bytes)
+        self.views = {}  # (buffer id, offsets) -> [ndarray per field]
+        self.seeded = None
+        self.progress = None  # report(sample) with a loader timeout
+        self.iterator = None  # IterableDataset: this epoch's (False: ran out)
+        self.iter_epoch = None
+
+    # -- views of the batch memory
+
+    def _field_views(self, buf, offsets):
+        out = []
+        B = self.spec.batch_size
+        for leaf, off in zip(self.t.fields, offsets):
+            shape = (B,) + leaf.shape
+            dt = np.bool_ if leaf.is_bool else leaf.dtype
+            out.append(np.ndarray(shape, dtype=dt, buffer=buf, offset=off))
+        return out
+
+    def views_for(self, buffer_id, fd, fd_bytes, offsets):
+        key = (buffer_id, tuple(offsets))
+        v = self.views.get(key)
+        if v is not None:
+            if fd >= 0:
+                os.close(fd)
+            return v
+        m = self.maps.get(buffer_id)
+        if m is None or m[1] != fd_bytes:
+            if fd < 0:
+                raise RuntimeError("batch buffer %d arrived without its memfd" % buffer_id)
+            m = (mmap.mmap(fd, fd_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE), fd_bytes)
+            self.maps[buffer_id] = m
+        if fd >= 0:
+            os.close(fd)
+        v = self._field_views(m[0], offsets)
+        self.views[key] = v
+        return v
+
+    # -- seeding, as torch's workers
+
+    def reseed(self, base_seed):
+        seed_worker(base_seed, self.worker_id)
+        self.seeded = base_seed
+        _set_worker_info(self.worker_id, self.spec.num_workers, base_seed + self.worker_id,
+                         self.spec.dataset)
+
+    # -- one batch
+
+    def fill(self, indices, epoch, seed, batch_index, views):
+        """Writes the batch into views; returns the pickled extras (bytes,
+        b"" when none)."""
+        spec, t = self.spec, self.t
+        ds = spec.dataset
+        n = len(indices)
+        current = [None]
+        try:
+            if spec.iterable:
+                return self._fill_iterable(n, epoch, views)
+            if spec.unbatched:
+                i = indices[0]
+                current[0] = i
+                _set_sample(seed, epoch, i)
+                s = ds[i]
+                if spec.collate_fn is not None:
+                    s = spec.collate_fn(s)
+                objs = [[] for _ in range(t.nobjs)]
+                _collate.write_sample(t, t.root, s, 0, views, objs, "dataset[%d]" % i)
+                return _collate.dumps(objs) if t.nobjs else b""
+            report = self.progress
+            if spec.collate_fn is None:
+                objs = [[] for _ in range(t.nobjs)]
+                for k, i in enumerate(indices):
+                    current[0] = i
+                    if report is not None:
+                        report(i)
+                    _set_sample(seed, epoch, i)
+                    _collate.write_sample(t, t.root, ds[i], k, views, objs, "dataset[%d]" % i)
+                return _collate.dumps(objs) if t.nobjs else b""
+            samples = []
+            for i in indices:
+                current[0] = i
+                if report is not None:
+                    report(i)
+                _set_sample(seed, epoch, i)
+                samples.append(ds[i])
+            current[0] = None
+            out = spec.collate_fn(samples)
+            extras = {}
+            _collate.write_collated(t, t.root, out, n, views, extras)
+            return _collate.dumps(extras) if extras else b""
+        except BaseException as e:
+            e._pinloader_sample = current[0]
+            raise
+        finally:
+            _ctx.key = None
+
+    def _fill_iterable(self, n, epoch, views):
+        """IterableDataset: the next n items of this worker's iterator (a
+        fresh iterator each epoch, as torch's workers make one per
+        iteration). The payload says how many came; 0 means this worker
+        has run out for the epoch."""
+        spec, t = self.spec, self.t
+        if self.iterator is None or self.iter_epoch != epoch:
+            self.iterator, self.iter_epoch = iter(spec.dataset), epoch
+        want = 1 if spec.unbatched else n
+        samples = []
+        if self.iterator is not False:
+            for _ in range(want):
+                try:
+                    samples.append(next(self.iterator))
+                except StopIteration:
+                    self.iterator = False  # ran out: 0 from now on this epoch
+                    break
+        got = len(samples)
+        if got == 0 or (got < want and self.spec.drop_last):
+            return _collate.dumps((0, None))
+        if spec.collate_fn is not None and not spec.unbatched:
+            extras = {}
+            _collate.write_collated(t, t.root, spec.collate_fn(samples), got, views, extras)
+            return _collate.dumps((got, extras))
+        objs = [[] for _ in range(t.nobjs)]
+        for k, s in enumerate(samples):
+            if spec.collate_fn is not None:
+                s = spec.collate_fn(s)
+            _collate.write_sample(t, t.root, s, k, views, objs, "item %d of worker %d" % (k, self.worker_id))
+        return _collate.dumps((got, objs))
+
+
+class _Exhausted(Exception):
+    pass
+
+
+def seed_worker(base_seed, worker_id):
+    """Seeds random, numpy and torch as torch's workers do."""
+    seed = base_seed + worker_id
+    random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+    try:
+        from torch.utils.data._utils.worker import _generate_state
+
+        np.random.seed(_generate_state(base_seed, worker_id))
+    except Exception:
+        np.random.seed(np.random.SeedSequence([worker_id, base_seed & 0xFFFFFFFF, base_seed >> 32])
+                       .generate_state(4))
+
+
+def _set_worker_info(worker_id, num_workers, seed, dataset):
+    """torch.utils.data.get_worker_info() inside a worker: torch's own
+    WorkerInfo object, set where torch looks for it."""
+    try:
+        from torch.utils.data._utils import worker as tw
+    except Exception:
+        return
+    tw._worker_info = tw.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
+
+
+# ---------------------------------------------------------------- the process
+
+def _set_parent_death_signal():
+    """Linux: die with the parent (prctl PR_SET_PDEATHSIG). The socket's
+    EOF is the other way a worker learns its parent is gone."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _recv_exact(sock, n, first=None):
+    buf = bytearray(first or b"")
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv_request(sock):
+    """(header fields, offsets, indices, fd) or None at EOF."""
+    fds = []
+    data, anc, _flags, _addr = sock.recvmsg(REQ.size, socket.CMSG_SPACE(4))
+    for level, typ, cdata in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.extend(struct.unpack("=%di" % (len(cdata) // 4), cdata[: len(cdata) // 4 * 4]))
+    if not data:
+        return None
+    head = _recv_exact(sock, REQ.size, data)
+    if head is None:
+        return None
+    magic, nf, n, flags, buf_id, fd_bytes, epoch, seed, batch, base_seed = REQ.unpack(head)
+    if magic != REQ_MAGIC:
+        raise RuntimeError("pinloader worker: bad request magic %#x" % magic)
+    rest = _recv_exact(sock, 8 * (nf + n))
+    if rest is None:
+        return None
+    offsets = struct.unpack_from("=%dQ" % nf, rest, 0)
+    indices = np.frombuffer(rest, dtype=np.uint64, count=n, offset=8 * nf).tolist()
+    fd = fds[0] if fds else -1
+    for extra in fds[1:]:
+        os.close(extra)
+    return (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed), offsets, indices, fd
+
+
+def _reply(sock, status, payload=b""):
+    sock.sendall(REP.pack(REP_MAGIC, status, len(payload)) + payload)
+
+
+def error_payload(report):
+    text = report.text().encode("utf-8", "replace")
+    return struct.pack("=I", len(text)) + text + pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def worker_main(sock, spec, worker_id):
+    """A worker process: set up as torch's workers are, then serve batch
+    requests until the parent closes the socket (or dies)."""
+    _set_parent_death_signal()
+    try:  # a crash in a worker prints its Python stack (as torch's workers report)
+        import faulthandler
+
+        faulthandler.enable()
+    except Exception:
+        pass
+    # Ctrl-C is the parent's to handle: it goes on or closes the loader,
+    # which ends the workers. A terminal's SIGINT reaches the whole process
+    # group, so a worker must not die of it (a batch would be lost).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            torch.set_num_threads(1)
+        except Exception:
+            pass
+    filler = Filler(spec, worker_id)
+    try:
+        filler.reseed(spec.base_seed)
+        if spec.worker_init_fn is not None:
+            spec.worker_init_fn(worker_id)
+    except BaseException as e:  # the parent raises it at the first batch
+        report = ErrorReport(e, "worker_init_fn in worker %d" % worker_id, None)
+        _reply(sock, REP_ERROR, error_payload(report))
+        return
+    _reply(sock, REP_OK)  # ready
+    while True:
+        try:
+            req = _recv_request(sock)
+        except (ConnectionError, OSError):
+            return
+        if req is None:
+            return  # the parent closed the loader, or died
+        (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed), offsets, indices, fd = req
+        try:
+            if flags & REQ_RESEED and filler.seeded != base_seed:
+                filler.reseed(base_seed)
+                if spec.worker_init_fn is not None:
+                    spec.worker_init_fn(worker_id)
+            views = filler.views_for(buf_id, fd, fd_bytes, offsets)
+            filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
+                if flags & REQ_PROGRESS else None
+            payload = filler.fill(indices, epoch, seed, batch, views)
+            status = REP_OK
+        except BaseException as e:
+            sample = getattr(e, "_pinloader_sample", None)
+            where = "dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)
+            payload, status = error_payload(ErrorReport(e, where, sample)), REP_ERROR
+        try:
+            _reply(sock, status, payload)
+        except (ConnectionError, OSError):
+            return

@@ -1,0 +1,93 @@
+/* What the files of the pinloader._pinloader extension share.
+ *
+ *   _pinloader.c  the module, its errors, dtypes
+ *   datasets.c    Dataset: native sources, Python datasets through the
+ *                 per-sample callback, field values
+ *   batches.c     Batch, FieldArray: the batch holder, DLPack export
+ *   loader.c      Loader: the option table, the log hook, next()
+ *   iter.c        the iterator a DataLoader hands out (LoaderIter): no batch
+ *                 is lost to Ctrl-C; explicit orders (set_order)
+ *   workers.c     worker processes: the batch callback that sends a batch's
+ *                 indices to a worker process and waits for it, without the
+ *                 GIL, while the process writes the samples into shared
+ *                 batch memory
+ *
+ * Everything here has hidden visibility (the module exports PyInit only). */
+#ifndef PL_PY_MODULE_H
+#define PL_PY_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dlpack.h"
+#include "pinloader.h"
+
+typedef struct pycb pycb;
+
+typedef struct {
+  PyObject_HEAD
+  pl_dataset *ds;
+  pycb *cb; /* borrowed from ds's user data; NULL for native datasets */
+} DatasetObject;
+
+typedef struct {
+  PyObject_HEAD
+  pl_loader *ld;
+  DatasetObject *dso;
+  int busy; /* a call is waiting with the GIL released */
+  pl_loader_config cfg; /* as created: .options */
+  /* iter.c: a batch (or the item packed from it) taken from the C loader
+   * but not yet handed to the consumer because Ctrl-C (or an error while
+   * packing) came first; the next next() returns it first. */
+  PyObject *pending;
+  /* iter.c: how the last next() of any iterator over it ended. */
+  int it_mid_epoch, it_resumable;
+} LoaderObject;
+
+extern PyObject *Error;
+/* Nonzero while this thread runs Python code for a loader's read (a
+ * __getitem__): a loader freed then must not be joined from here. */
+extern _Thread_local int in_getitem;
+extern PyTypeObject DatasetType, LoaderType, BatchType, FieldArrayType;
+
+/* _pinloader.c: dtypes by name, buffer format and DLPack code. */
+int dtype_from_name(const char *name, pl_dtype *out);
+int dtype_from_format(const char *fmt, Py_ssize_t itemsize, pl_dtype *out);
+const char *format_of(pl_dtype t);
+DLDataType dl_dtype(pl_dtype t);
+PyObject *shape_tuple(int ndim, const int64_t *shape);
+void describe_c(pl_dtype t, int ndim, const int64_t *shape, char *buf, size_t n);
+/* datasets.c: the stored exception of the Python sample err names,
+ * re-raised as itself with a note naming the sample. */
+PyObject *raise_callback(pycb *cb, const pl_error *err);
+
+PyObject *raise_status(pl_status s, const char *message);
+PyObject *raise_pl(const pl_error *err);
+/* The error of a failed pl_loader_next, as the consumer should see it. */
+PyObject *raise_next(LoaderObject *self, const pl_error *err);
+/* A Batch object owning b (released when the last reference goes). */
+PyObject *batch_wrap(pl_batch *b);
+/* Guards a call that releases the GIL; the caller clears self->busy. */
+int loader_enter(LoaderObject *self);
+/* A Dataset object owning ds; cb is NULL but for per-sample callbacks. */
+PyObject *dataset_wrap(pl_dataset *ds, pycb *cb);
+
+/* _pinloader.c: PyType_Ready and add to the module. */
+int pl_py_add_type(PyObject *m, PyTypeObject *t, const char *name);
+
+/* Each file's part of the module: its types and functions. */
+int pl_py_init_datasets(PyObject *m);
+int pl_py_init_batches(PyObject *m);
+int pl_py_init_loader(PyObject *m);
+int pl_py_init_iter(PyObject *m);
+int pl_py_init_workers(PyObject *m);
+
+static inline int py_finalizing(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+#endif /* PL_PY_MODULE_H */

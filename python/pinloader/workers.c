@@ -1,0 +1,956 @@
+/* Worker processes for Python datasets.
+ *
+ * A Python dataset with num_workers > 0 is read by worker PROCESSES
+ * (python/pinloader/_worker.py), not by the loader's threads, so that
+ * __getitem__ runs in parallel instead of taking turns on one GIL. The
+ * loader stays the engine: its worker threads claim batches in order, fill
+ * them and copy them; only the fill is delegated. Each batch is one call
+ * of ps_read_batch (pl_read_batch_fn) on a loader thread, without the GIL:
+ *
+ *   1. take the batch's channel: worker process (batch index % workers), as
+ *      torch assigns batches, so that a worker's random state sees the same
+ *      batches as a torch worker's would;
+ *   2. send it a request (indices, epoch, seed, the field offsets) with the
+ *      batch memory's memfd attached (SCM_RIGHTS; the process maps each
+ *      buffer once, by its id);
+ *   3. wait for the reply with poll() on the socket and on the process's
+ *      sentinel (readable once it has exited), in slices that also watch
+ *      for close(): a dead worker is an error naming its pid and the
+ *      samples it held, a stuck one is killed after the loader's timeout;
+ *      neither hangs.
+ *
+ * The process writes each sample's fields straight into the batch memory
+ * (page-locked staging for CUDA), so there is no pickling of samples, no
+ * pin-memory thread and no second host copy. What cannot go there (strings,
+ * objects, a collate_fn's odd shapes) comes back pickled in the reply: an
+ * "extra" kept here by (epoch, batch) until the consumer packs the batch.
+ * An exception comes back pickled too, kept under a token that the error
+ * message names, so that each failure keeps its own exception whatever
+ * epoch it surfaces in.
+ *
+ * Wire format (one machine, native byte order): req_head, fd_offset[nfields]
+ * and indices[n] as uint64; the reply is rep_head and `len` payload bytes. */
+#include "module.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REQ_MAGIC 0x51524c50u /* "PLRQ" */
+#define REP_MAGIC 0x50524c50u /* "PLRP" */
+#define WAIT_SLICE_MS 100
+#define MAX_REPLY (1ull << 34) /* a reply larger than this is a broken worker */
+#define EPOCH_SEEDS 16
+
+enum { REQ_RESEED = 1, REQ_PROGRESS = 2 };
+/* REP_PROGRESS: "reading sample `len` now" (with a timeout), then more. */
+enum { REP_OK = 0, REP_ERROR = 1, REP_PROGRESS = 3 };
+enum { BLOB_ERROR = 1, BLOB_EXTRA = 2 };
+
+typedef struct req_head {
+  uint32_t magic, nfields, n, flags;
+  uint64_t buffer_id, fd_bytes, epoch, seed, batch_index, base_seed;
+} req_head;
+
+typedef struct rep_head {
+  uint32_t magic, status;
+  uint64_t len;
+} rep_head;
+
+/* A loader thread waiting for a channel: batches reach a worker in their
+ * order (stream, epoch, batch), so that its iterator (IterableDataset) and
+ * its random state see them as a torch worker would. */
+typedef struct waiter {
+  struct waiter *next;
+  uint64_t stream, epoch, batch;
+} waiter;
+
+static int waiter_before(const waiter *a, const waiter *b) {
+  if (a->stream != b->stream)
+    return a->stream < b->stream;
+  if (a->epoch != b->epoch)
+    return a->epoch < b->epoch;
+  return a->batch < b->batch;
+}
+
+typedef struct channel {
+  waiter *waiting; /* [mu] */
+  /* [mu] The stream it serves and the last job served in it: batch k of an
+   * epoch waits for batch k - workers (job - workers) on this channel, so
+   * that a thread that claimed later but ran faster cannot go first. */
+  uint64_t cur_stream, served_job;
+  int served_any;
+  int sock;     /* the parent's end of the worker's socket (owned) */
+  int sentinel; /* readable once the process has exited (owned dup) */
+  long pid;
+  int busy; /* [mu] a loader thread talks to it */
+  int dead; /* [mu] exited, killed, or its stream broke */
+} channel;
+
+typedef struct blob {
+  struct blob *next;
+  int kind;
+  uint64_t k1, k2, k3; /* token; or (stream, epoch, batch index) */
+  size_t len;
+  char data[];
+} blob;
+
+typedef struct procset {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int closing; /* [mu] shutdown(): every wait gives up */
+  int n;
+  channel *ch;
+  blob *blobs;         /* [mu] */
+  uint64_t next_token; /* [mu] */
+  uint64_t seed_epoch[EPOCH_SEEDS], seed_value[EPOCH_SEEDS]; /* [mu] */
+  int nseeds;                                               /* [mu] */
+} procset;
+
+typedef struct {
+  PyObject_HEAD
+  procset *ps;
+  long pid; /* the process that made it: a forked child's copy is inert */
+  /* No processes (worker_mode="thread", num_workers=0): filler.fill_local
+   * runs under the GIL on the loader's threads; its exceptions are kept
+   * as themselves in local_errors, by token. */
+  PyObject *filler;
+  PyObject *local_errors;
+} ProcSetObject;
+
+static PyTypeObject ProcSetType;
+
+/* ------------------------------------------------------------ blobs */
+
+static void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2,
+                     uint64_t k3, char *data,
+                     size_t len) { /* takes data: malloc'd */
+  blob *b = malloc(sizeof *b + len);
+  if (b) {
+    *b = (blob){NULL, kind, k1, k2, k3, len};
+    memcpy(b->data, data, len);
+  }
+  free(data);
+  if (!b)
+    return; /* the consumer then sees the message without the object */
+  pthread_mutex_lock(&ps->mu);
+  for (blob **p = &ps->blobs; *p; p = &(*p)->next)
+    if ((*p)->kind == kind && (*p)->k1 == k1 && (*p)->k2 == k2 &&
+        (*p)->k3 == k3) {
+      blob *old = *p; /* the same batch filled again: the newer is right */
+      *p = old->next;
+      free(old);
+      break;
+    }
+  b->next = ps->blobs;
+  ps->blobs = b;
+  pthread_mutex_unlock(&ps->mu);
+}
+
+static blob *blob_take(procset *ps, int kind, uint64_t k1, uint64_t k2,
+                       uint64_t k3) {
+  pthread_mutex_lock(&ps->mu);
+  blob *found = NULL;
+  for (blob **p = &ps->blobs; *p; p = &(*p)->next)
+    if ((*p)->kind == kind && (*p)->k1 == k1 && (*p)->k2 == k2 &&
+        (*p)->k3 == k3) {
+      found = *p;
+      *p = found->next;
+      break;
+    }
+  pthread_mutex_unlock(&ps->mu);
+  return found;
+}
+
+/* ------------------------------------------------------------ I/O */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int is_closing(procset *ps) {
+  pthread_mutex_lock(&ps->mu);
+  int c = ps->closing;
+  pthread_mutex_unlock(&ps->mu);
+  return c;
+}
+
+/* Sends the whole request, the fd with its first byte. 0, or an errno. */
+static int send_request(int sock, const void *buf, size_t len, int fd) {
+  const char *p = buf;
+  size_t done = 0;
+  while (done < len) {
+    struct iovec iov = {(void *)(p + done), len - done};
+    struct msghdr mh = {0};
+    union {
+      char buf[CMSG_SPACE(sizeof(int))];
+      struct cmsghdr align;
+    } ctl;
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (done == 0 && fd >= 0) {
+      memset(&ctl, 0, sizeof ctl);
+      mh.msg_control = ctl.buf;
+      mh.msg_controllen = sizeof ctl.buf;
+      struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    }
+    ssize_t k = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR)
+        continue;
+      return errno;
+    }
+    done += (size_t)k;
+  }
+  return 0;
+}
+
+typedef enum { WAIT_OK, WAIT_DIED, WAIT_TIMEOUT, WAIT_CLOSED, WAIT_BROKEN } wait_result;
+
+/* Reads exactly len bytes, waiting with poll() on the socket and the
+ * process's sentinel; gives up on death, the deadline or close(). */
+static wait_result recv_exact(procset *ps, channel *ch, void *buf, size_t len,
+                              double deadline, int *err_no) {
+  char *p = buf;
+  size_t done = 0;
+  while (done < len) {
+    struct pollfd pf[2] = {{ch->sock, POLLIN, 0}, {ch->sentinel, POLLIN, 0}};
+    int ms = WAIT_SLICE_MS;
+    if (deadline > 0) {
+      double left = deadline - now_s();
+      if (left <= 0)
+        return WAIT_TIMEOUT;
+      if (left * 1000 < ms)
+        ms = (int)(left * 1000) + 1;
+    }
+    int r = poll(pf, ch->sentinel >= 0 ? 2 : 1, ms);
+    if (r < 0 && errno != EINTR) {
+      *err_no = errno;
+      return WAIT_BROKEN;
+    }
+    if (is_closing(ps))
+      return WAIT_CLOSED;
+    if (r <= 0)
+      continue;
+    if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t k = recv(ch->sock, p + done, len - done, MSG_DONTWAIT);
+      if (k > 0) {
+        done += (size_t)k;
+        continue;
+      }
+      if (k == 0 || (errno != EAGAIN && errno != EINTR))
+        return WAIT_DIED; /* the process's end closed: it is gone */
+      continue;
+    }
+    if (pf[1].revents) /* exited with nothing (more) to read */
+      return WAIT_DIED;
+  }
+  return WAIT_OK;
+}
+
+/* A close-on-exec copy of fd, or -1. */
+static int fcntl_dup(long fd) {
+  return fd < 0 || fd > INT32_MAX ? -1 : fcntl((int)fd, F_DUPFD_CLOEXEC, 3);
+}
+
+/* ------------------------------------------------------------ channels */
+
+static int first_waiting(const channel *ch, const waiter *me) {
+  for (const waiter *w = ch->waiting; w; w = w->next)
+    if (w != me && waiter_before(w, me))
+      return 0;
+  return 1;
+}
+
+/* Whether the batch before `info`'s on this channel (job - workers, the
+ * same epoch) has been served, or there is none to wait for. [mu] */
+static int predecessor_done(const procset *ps, const channel *ch,
+                            const pl_batch_info *info) {
+  uint64_t w = (uint64_t)ps->n;
+  if (info->batch_index < w || info->job < w)
+    return 1; /* the first of its epoch or its stream on this channel */
+  if (ch->served_any && info->stream < ch->cur_stream)
+    return 1; /* a stale batch: nobody waits for its result */
+  return ch->served_any && info->stream == ch->cur_stream &&
+         ch->served_job >= info->job - w;
+}
+
+static void wait_briefly(procset *ps) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 1;
+  pthread_cond_timedwait(&ps->cv, &ps->mu, &ts);
+}
+
+static channel *channel_take(procset *ps, const pl_batch_info *info) {
+  channel *ch = &ps->ch[info->batch_index % (uint64_t)ps->n];
+  waiter me = {NULL, info->stream, info->epoch, info->batch_index};
+  pthread_mutex_lock(&ps->mu);
+  me.next = ch->waiting;
+  ch->waiting = &me;
+  /* A predecessor whose fill failed before it got here never comes: after
+   * a few seconds of waiting for it, go on (order is then best effort). */
+  double give_up = now_s() + 3.0;
+  while ((ch->busy || !first_waiting(ch, &me) ||
+          (!predecessor_done(ps, ch, info) && now_s() < give_up)) &&
+         !ps->closing)
+    wait_briefly(ps);
+  for (waiter **p = &ch->waiting; *p; p = &(*p)->next)
+    if (*p == &me) {
+      *p = me.next;
+      break;
+    }
+  if (ps->closing) {
+    pthread_cond_broadcast(&ps->cv);
+    pthread_mutex_unlock(&ps->mu);
+    return NULL;
+  }
+  ch->busy = 1;
+  if (!ch->served_any || info->stream > ch->cur_stream) {
+    ch->cur_stream = info->stream;
+    ch->served_job = info->job;
+  } else if (info->stream == ch->cur_stream && info->job > ch->served_job) {
+    ch->served_job = info->job;
+  }
+  ch->served_any = 1;
+  pthread_mutex_unlock(&ps->mu);
+  return ch;
+}
+
+static void channel_give(procset *ps, channel *ch, int dead) {
+  pthread_mutex_lock(&ps->mu);
+  ch->busy = 0;
+  if (dead)
+    ch->dead = 1;
+  pthread_cond_broadcast(&ps->cv);
+  pthread_mutex_unlock(&ps->mu);
+}
+
+static uint64_t base_seed_of(procset *ps, uint64_t epoch, int *found) {
+  uint64_t v = 0;
+  *found = 0;
+  pthread_mutex_lock(&ps->mu);
+  for (int i = 0; i < ps->nseeds; i++)
+    if (ps->seed_epoch[i] == epoch) {
+      v = ps->seed_value[i];
+      *found = 1;
+    }
+  pthread_mutex_unlock(&ps->mu);
+  return v;
+}
+
+/* "3, 17, 42, ... (256 samples)" */
+static void describe_samples(const uint64_t *idx, uint32_t n, char *out,
+                             size_t cap) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (uint32_t i = 0; i < n && i < 8; i++)
+    used += (size_t)snprintf(out + used, used < cap ? cap - used : 0, "%s%llu",
+                             i ? ", " : "", (unsigned long long)idx[i]);
+  if (n > 8 && used < cap)
+    snprintf(out + used, cap - used, ", ... (%u samples)", n);
+}
+
+/* ------------------------------------------------------------ in-process */
+
+
+/* Moves the pending exception into owner->local_errors under a new token
+ * and describes it in msg. GIL held. */
+static void local_store_error(ProcSetObject *owner, char *msg, size_t cap) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb && value)
+    PyException_SetTraceback(value, tb);
+  procset *ps = owner->ps;
+  pthread_mutex_lock(&ps->mu);
+  uint64_t token = ++ps->next_token;
+  pthread_mutex_unlock(&ps->mu);
+  PyObject *text = value ? PyObject_Str(value) : NULL;
+  const char *ctext = text ? PyUnicode_AsUTF8(text) : NULL;
+  if (!ctext)
+    PyErr_Clear();
+  PyObject *where = value ? PyObject_GetAttrString(value, "_pinloader_sample")
+                          : NULL;
+  long long sample = where && PyLong_Check(where) ? PyLong_AsLongLong(where)
+                                                  : -1;
+  if (!where || PyErr_Occurred())
+    PyErr_Clear();
+  Py_XDECREF(where);
+  char at[48] = "";
+  if (sample >= 0)
+    snprintf(at, sizeof at, " at dataset[%lld]", sample);
+  snprintf(msg, cap, "%s%s: %.300s [pinloader-error %llu]",
+           type ? ((PyTypeObject *)type)->tp_name : "an exception", at,
+           ctext ? ctext : "", (unsigned long long)token);
+  PyObject *key = PyLong_FromUnsignedLongLong(token);
+  if (!key || !value || PyDict_SetItem(owner->local_errors, key, value) < 0)
+    PyErr_Clear();
+  Py_XDECREF(key);
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
+/* A batch filled by filler.fill_local(buffer, offsets, indices, epoch,
+ * seed, batch_index) -> bytes of extras, in this process. */
+static int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
+                            uint32_t n, const pl_batch_info *info,
+                            const pl_batch_dst *dst, char *msg,
+                            size_t msg_len) {
+  if (py_finalizing()) {
+    snprintf(msg, msg_len, "the Python interpreter is shutting down");
+    return 1;
+  }
+  PyGILState_STATE g = PyGILState_Ensure();
+  in_getitem++;
+  int rc = 0;
+  PyObject *mv = PyMemoryView_FromMemory(dst->buffer,
+                                         (Py_ssize_t)dst->buffer_bytes,
+                                         PyBUF_WRITE);
+  PyObject *offs = PyTuple_New(dst->nfields);
+  PyObject *idx = PyList_New(n);
+  for (int f = 0; offs && f < dst->nfields; f++)
+    PyTuple_SET_ITEM(offs, f, PyLong_FromUnsignedLongLong(dst->offset[f]));
+  for (uint32_t i = 0; idx && i < n; i++)
+    PyList_SET_ITEM(idx, i, PyLong_FromUnsignedLongLong(indices[i]));
+  PyObject *r = NULL;
+  if (mv && offs && idx && !PyErr_Occurred())
+    r = PyObject_CallMethod(owner->filler, "fill_local", "OOOKKK", mv, offs,
+                            idx, (unsigned long long)info->epoch,
+                            (unsigned long long)info->seed,
+                            (unsigned long long)info->batch_index);
+  if (r && PyBytes_Check(r) && PyBytes_GET_SIZE(r) > 0) {
+    size_t len = (size_t)PyBytes_GET_SIZE(r);
+    char *copy = malloc(len);
+    if (copy) {
+      memcpy(copy, PyBytes_AS_STRING(r), len);
+      blob_put(owner->ps, BLOB_EXTRA, info->stream, info->epoch,
+               info->batch_index, copy, len);
+    }
+  }
+  if (!r) {
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+      /* Ctrl-C in the consumer's thread (num_workers=0): the loader gives
+       * the batch back and the consumer raises KeyboardInterrupt again. */
+      PyErr_Clear();
+      PyErr_SetInterrupt();
+      rc = PL_READ_INTERRUPTED;
+    } else {
+      local_store_error(owner, msg, msg_len);
+      rc = 1;
+    }
+  }
+  Py_XDECREF(r);
+  Py_XDECREF(idx);
+  Py_XDECREF(offs);
+  Py_XDECREF(mv);
+  in_getitem--;
+  PyGILState_Release(g);
+  return rc;
+}
+
+/* ------------------------------------------------------------ the callback */
+
+static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
+                         const pl_batch_info *info, const pl_batch_dst *dst,
+                         char *msg, size_t msg_len) {
+  ProcSetObject *owner = user;
+  procset *ps = owner->ps;
+  if (owner->filler)
+    return local_read_batch(owner, indices, n, info, dst, msg, msg_len);
+  if (dst->fd < 0) {
+    snprintf(msg, msg_len, "the batch memory is not shared (no memfd)");
+    return 1;
+  }
+  channel *ch = channel_take(ps, info);
+  if (!ch) {
+    snprintf(msg, msg_len, "the loader's worker processes were shut down");
+    return 1;
+  }
+  int w = (int)(ch - ps->ch);
+  char samples[160];
+  describe_samples(indices, n, samples, sizeof samples);
+  if (ch->dead) { /* read without the lock: only its own holder writes it */
+    channel_give(ps, ch, 1);
+    snprintf(msg, msg_len,
+             "worker %d (pid %ld) is no longer running [pinloader-died %d]", w,
+             ch->pid, w);
+    return 1;
+  }
+  size_t len = sizeof(req_head) + ((size_t)dst->nfields + n) * 8;
+  uint8_t *req = malloc(len);
+  if (!req) {
+    channel_give(ps, ch, 0);
+    snprintf(msg, msg_len, "out of memory for a request of %zu bytes", len);
+    return 1;
+  }
+  int seeded;
+  uint64_t base_seed = base_seed_of(ps, info->epoch, &seeded);
+  req_head h = {REQ_MAGIC,       (uint32_t)dst->nfields, n,
+                (seeded ? REQ_RESEED : 0u) | (dst->report ? REQ_PROGRESS : 0u),
+                dst->buffer_id,  dst->buffer_bytes,
+                info->epoch,     info->seed,
+                info->batch_index, base_seed};
+  memcpy(req, &h, sizeof h);
+  memcpy(req + sizeof h, dst->offset, (size_t)dst->nfields * 8);
+  memcpy(req + sizeof h + (size_t)dst->nfields * 8, indices, (size_t)n * 8);
+  int e = send_request(ch->sock, req, len, dst->fd);
+  free(req);
+  if (e) {
+    channel_give(ps, ch, 1);
+    snprintf(msg, msg_len,
+             "worker %d (pid %ld) exited before batch %llu of epoch %llu "
+             "(samples %s) could be sent (%s) [pinloader-died %d]",
+             w, ch->pid, (unsigned long long)info->batch_index,
+             (unsigned long long)info->epoch, samples, strerror(e), w);
+    return 1;
+  }
+  /* The timeout is per sample, as the loader's stall clock (which the
+   * progress records restart): a worker is killed a while after that clock
+   * has failed the batch with PL_TIMEOUT naming the sample. */
+  double grace = info->timeout_s * 1.5 + 0.5;
+  double deadline = info->timeout_s > 0 ? now_s() + grace : 0;
+  rep_head rh;
+  int err_no = 0;
+  wait_result r;
+  for (;;) { /* progress records, then the reply */
+    r = recv_exact(ps, ch, &rh, sizeof rh, deadline, &err_no);
+    if (r != WAIT_OK || rh.magic != REP_MAGIC || rh.status != REP_PROGRESS)
+      break;
+    if (dst->report)
+      dst->report(dst, rh.len);
+    if (deadline > 0)
+      deadline = now_s() + grace;
+  }
+  char *payload = NULL;
+  if (r == WAIT_OK && (rh.magic != REP_MAGIC || rh.len > MAX_REPLY))
+    r = WAIT_BROKEN;
+  if (r == WAIT_OK && rh.len) {
+    payload = malloc((size_t)rh.len);
+    if (!payload)
+      r = WAIT_BROKEN, err_no = ENOMEM;
+    else
+      r = recv_exact(ps, ch, payload, (size_t)rh.len, deadline, &err_no);
+  }
+  if (r != WAIT_OK) {
+    free(payload);
+    if (r == WAIT_TIMEOUT)
+      kill((pid_t)ch->pid, SIGKILL); /* stuck: a process can be killed */
+    channel_give(ps, ch, r != WAIT_CLOSED);
+    const char *what = r == WAIT_TIMEOUT  ? "did not finish within the timeout and was killed, "
+                       : r == WAIT_CLOSED ? "was shut down "
+                       : r == WAIT_DIED   ? "exited "
+                                          : "sent a malformed reply ";
+    snprintf(msg, msg_len,
+             "worker %d (pid %ld) %swhile loading batch %llu of epoch %llu "
+             "(samples %s)%s%s [pinloader-died %d]",
+             w, ch->pid, what, (unsigned long long)info->batch_index,
+             (unsigned long long)info->epoch, samples, err_no ? ": " : "",
+             err_no ? strerror(err_no) : "", w);
+    return 1;
+  }
+  channel_give(ps, ch, 0);
+  if (rh.status == REP_OK) {
+    if (payload)
+      blob_put(ps, BLOB_EXTRA, info->stream, info->epoch, info->batch_index,
+               payload, (size_t)rh.len);
+    return 0;
+  }
+  /* An exception: payload = uint32 text length, text, pickled error. */
+  uint32_t tl = 0;
+  if (payload && rh.len >= 4)
+    memcpy(&tl, payload, 4);
+  if (tl > rh.len - 4)
+    tl = 0;
+  pthread_mutex_lock(&ps->mu);
+  uint64_t token = ++ps->next_token;
+  pthread_mutex_unlock(&ps->mu);
+  snprintf(msg, msg_len, "%.*s (worker %d, pid %ld) [pinloader-error %llu]",
+           (int)(tl < 300 ? tl : 300), payload ? payload + 4 : "", w, ch->pid,
+           (unsigned long long)token);
+  if (payload)
+    blob_put(ps, BLOB_ERROR, token, 0, 0, payload, (size_t)rh.len);
+  return 1;
+}
+
+/* ------------------------------------------------------------ ProcSet */
+
+static void procset_shutdown(procset *ps) {
+  pthread_mutex_lock(&ps->mu);
+  ps->closing = 1;
+  pthread_cond_broadcast(&ps->cv);
+  pthread_mutex_unlock(&ps->mu);
+  /* The processes read EOF and exit; a thread polling sees POLLHUP. */
+  for (int i = 0; i < ps->n; i++)
+    if (ps->ch[i].sock >= 0)
+      shutdown(ps->ch[i].sock, SHUT_RDWR);
+}
+
+static void procset_free(procset *ps) {
+  if (!ps)
+    return;
+  procset_shutdown(ps);
+  for (int i = 0; i < ps->n; i++) {
+    if (ps->ch[i].sock >= 0)
+      close(ps->ch[i].sock);
+    if (ps->ch[i].sentinel >= 0)
+      close(ps->ch[i].sentinel);
+  }
+  while (ps->blobs) {
+    blob *b = ps->blobs;
+    ps->blobs = b->next;
+    free(b);
+  }
+  pthread_mutex_destroy(&ps->mu);
+  pthread_cond_destroy(&ps->cv);
+  free(ps->ch);
+  free(ps);
+}
+
+static void procset_dealloc(ProcSetObject *self) {
+  procset *ps = self->ps;
+  self->ps = NULL;
+  if (self->pid != (long)getpid())
+    ps = NULL; /* inherited by fork: shutting its sockets would cut the
+                  parent's workers off; leave it (and its fds) alone */
+  Py_CLEAR(self->filler);
+  Py_CLEAR(self->local_errors);
+  procset_free(ps);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* ProcSet(socks, sentinels, pids, filler=None): takes copies (dup) of the
+ * fds; with a filler and no processes, batches are filled in-process. */
+static PyObject *procset_new(PyTypeObject *type, PyObject *args,
+                             PyObject *kw) {
+  PyObject *socks, *sents, *pids, *filler = Py_None;
+  if (!PyArg_ParseTuple(args, "OOO|O:ProcSet", &socks, &sents, &pids, &filler))
+    return NULL;
+  Py_ssize_t n = PySequence_Size(socks);
+  Py_ssize_t least = filler != Py_None ? 0 : 1;
+  if (n < least || n > 4096 || PySequence_Size(sents) != n ||
+      PySequence_Size(pids) != n) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError,
+                      "socks, sentinels and pids: one per worker (1 to 4096)");
+    return NULL;
+  }
+  procset *ps = calloc(1, sizeof *ps);
+  if (ps)
+    ps->ch = calloc((size_t)n, sizeof *ps->ch);
+  if (!ps || !ps->ch) {
+    free(ps);
+    return PyErr_NoMemory();
+  }
+  pthread_mutex_init(&ps->mu, NULL);
+  pthread_cond_init(&ps->cv, NULL);
+  ps->n = (int)n;
+  for (Py_ssize_t i = 0; i < n; i++)
+    ps->ch[i].sock = ps->ch[i].sentinel = -1;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *a = PySequence_GetItem(socks, i);
+    PyObject *b = a ? PySequence_GetItem(sents, i) : NULL;
+    PyObject *c = b ? PySequence_GetItem(pids, i) : NULL;
+    long fa = a ? PyLong_AsLong(a) : -1, fb = b ? PyLong_AsLong(b) : -1;
+    long pid = c ? PyLong_AsLong(c) : -1;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_XDECREF(c);
+    if (PyErr_Occurred()) {
+      procset_free(ps);
+      return NULL;
+    }
+    ps->ch[i].sock = fcntl_dup(fa);
+    ps->ch[i].sentinel = fb >= 0 ? fcntl_dup(fb) : -1;
+    ps->ch[i].pid = pid;
+    if (ps->ch[i].sock < 0 || (fb >= 0 && ps->ch[i].sentinel < 0)) {
+      PyErr_SetFromErrno(PyExc_OSError);
+      procset_free(ps);
+      return NULL;
+    }
+  }
+  ProcSetObject *self = (ProcSetObject *)type->tp_alloc(type, 0);
+  if (!self) {
+    procset_free(ps);
+    return NULL;
+  }
+  self->ps = ps;
+  self->pid = (long)getpid();
+  if (filler != Py_None) {
+    self->local_errors = PyDict_New();
+    if (!self->local_errors) {
+      Py_DECREF(self);
+      return NULL;
+    }
+    Py_INCREF(filler);
+    self->filler = filler;
+  }
+  return (PyObject *)self;
+}
+
+static PyObject *blob_bytes(blob *b) {
+  if (!b)
+    Py_RETURN_NONE;
+  PyObject *r = PyBytes_FromStringAndSize(b->data, (Py_ssize_t)b->len);
+  free(b);
+  return r;
+}
+
+static PyObject *ps_take_error(ProcSetObject *self, PyObject *arg) {
+  unsigned long long token = PyLong_AsUnsignedLongLong(arg);
+  if (token == (unsigned long long)-1 && PyErr_Occurred())
+    return NULL;
+  if (self->local_errors) { /* the exception object itself */
+    PyObject *exc = PyDict_GetItemWithError(self->local_errors, arg);
+    if (!exc) {
+      if (PyErr_Occurred())
+        return NULL;
+      Py_RETURN_NONE;
+    }
+    Py_INCREF(exc);
+    if (PyDict_DelItem(self->local_errors, arg) < 0)
+      PyErr_Clear();
+    return exc;
+  }
+  return blob_bytes(blob_take(self->ps, BLOB_ERROR, token, 0, 0));
+}
+
+static PyObject *ps_take_extra(ProcSetObject *self, PyObject *args) {
+  unsigned long long stream, epoch, index;
+  if (!PyArg_ParseTuple(args, "KKK:take_extra", &stream, &epoch, &index))
+    return NULL;
+  return blob_bytes(blob_take(self->ps, BLOB_EXTRA, stream, epoch, index));
+}
+
+static PyObject *ps_clear_extras(ProcSetObject *self, PyObject *unused) {
+  procset *ps = self->ps;
+  pthread_mutex_lock(&ps->mu);
+  for (blob **p = &ps->blobs; *p;) {
+    if ((*p)->kind == BLOB_EXTRA) {
+      blob *b = *p;
+      *p = b->next;
+      free(b);
+    } else {
+      p = &(*p)->next;
+    }
+  }
+  pthread_mutex_unlock(&ps->mu);
+  Py_RETURN_NONE;
+}
+
+static PyObject *ps_set_base_seed(ProcSetObject *self, PyObject *args) {
+  unsigned long long epoch, seed;
+  if (!PyArg_ParseTuple(args, "KK:set_base_seed", &epoch, &seed))
+    return NULL;
+  procset *ps = self->ps;
+  pthread_mutex_lock(&ps->mu);
+  if (ps->nseeds == EPOCH_SEEDS) { /* forget the oldest */
+    memmove(ps->seed_epoch, ps->seed_epoch + 1, (EPOCH_SEEDS - 1) * 8);
+    memmove(ps->seed_value, ps->seed_value + 1, (EPOCH_SEEDS - 1) * 8);
+    ps->nseeds--;
+  }
+  ps->seed_epoch[ps->nseeds] = epoch;
+  ps->seed_value[ps->nseeds++] = seed;
+  pthread_mutex_unlock(&ps->mu);
+  Py_RETURN_NONE;
+}
+
+static PyObject *ps_shutdown(ProcSetObject *self, PyObject *unused) {
+  if (self->pid == (long)getpid())
+    procset_shutdown(self->ps);
+  Py_RETURN_NONE;
+}
+
+/* close(): after the loader is destroyed (no thread uses a channel any
+ * more), the sockets and sentinels are closed now, not when the last batch
+ * is released. */
+static PyObject *ps_close(ProcSetObject *self, PyObject *unused) {
+  procset *ps = self->ps;
+  if (!ps || self->pid != (long)getpid())
+    Py_RETURN_NONE;
+  procset_shutdown(ps);
+  pthread_mutex_lock(&ps->mu);
+  for (int i = 0; i < ps->n; i++) {
+    if (ps->ch[i].sock >= 0)
+      close(ps->ch[i].sock);
+    if (ps->ch[i].sentinel >= 0)
+      close(ps->ch[i].sentinel);
+    ps->ch[i].sock = ps->ch[i].sentinel = -1;
+    ps->ch[i].dead = 1;
+  }
+  pthread_mutex_unlock(&ps->mu);
+  Py_RETURN_NONE;
+}
+
+static PyObject *ps_dead(ProcSetObject *self, void *unused) {
+  procset *ps = self->ps;
+  PyObject *l = PyList_New(ps->n);
+  pthread_mutex_lock(&ps->mu);
+  for (int i = 0; l && i < ps->n; i++)
+    PyList_SET_ITEM(l, i, PyBool_FromLong(ps->ch[i].dead));
+  pthread_mutex_unlock(&ps->mu);
+  return l;
+}
+
+static PyMethodDef ps_methods[] = {
+    {"take_error", (PyCFunction)ps_take_error, METH_O,
+     "take_error(token) -> bytes or None: a worker's pickled exception"},
+    {"take_extra", (PyCFunction)ps_take_extra, METH_VARARGS,
+     "take_extra(stream, epoch, batch_index) -> bytes or None: the pickled "
+     "part of a batch"},
+    {"clear_extras", (PyCFunction)ps_clear_extras, METH_NOARGS,
+     "forget the pickled parts of batches not taken"},
+    {"set_base_seed", (PyCFunction)ps_set_base_seed, METH_VARARGS,
+     "set_base_seed(epoch, seed): workers reseed as torch's fresh workers "
+     "do when their first batch of `epoch` arrives"},
+    {"shutdown", (PyCFunction)ps_shutdown, METH_NOARGS,
+     "close the workers' sockets: they exit; waiting batches fail"},
+    {"close", (PyCFunction)ps_close, METH_NOARGS,
+     "close the fds (after the loader is destroyed)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef ps_getset[] = {
+    {"dead", (getter)ps_dead, NULL, "per worker: known to have exited", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject ProcSetType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pinloader._pinloader.ProcSet",
+    .tp_basicsize = sizeof(ProcSetObject),
+    .tp_dealloc = (destructor)procset_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "ProcSet(socks, sentinels, pids): the worker processes of one "
+              "loader, as the batch callback talks to them",
+    .tp_methods = ps_methods,
+    .tp_getset = ps_getset,
+    .tp_new = procset_new,
+};
+
+/* ------------------------------------------------------------ dataset */
+
+static void owner_free(void *user) {
+  PyObject *o = user;
+#if PY_VERSION_HEX >= 0x030D0000
+  int fin = Py_IsFinalizing();
+#else
+  int fin = _Py_IsFinalizing();
+#endif
+  if (fin)
+    return; /* dies with the interpreter */
+  PyGILState_STATE g = PyGILState_Ensure();
+  Py_DECREF(o);
+  PyGILState_Release(g);
+}
+
+static int dtype_by_name(const char *name, pl_dtype *out) {
+  for (int t = 0; t < PL_DTYPE_COUNT_; t++)
+    if (strcmp(pl_dtype_name((pl_dtype)t), name) == 0) {
+      *out = (pl_dtype)t;
+      return 0;
+    }
+  PyErr_Format(PyExc_ValueError, "unknown dtype '%s'", name);
+  return -1;
+}
+
+static int field_parse(PyObject *t, pl_field *f) {
+  const char *name, *dtype;
+  PyObject *shape;
+  if (!PyArg_ParseTuple(t, "ssO", &name, &dtype, &shape))
+    return -1;
+  memset(f, 0, sizeof *f);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  if (dtype_by_name(dtype, &f->dtype) < 0)
+    return -1;
+  Py_ssize_t nd = PySequence_Size(shape);
+  if (nd < 0 || nd > PL_MAX_DIMS) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError, "field '%s': at most %d dims", name,
+                   PL_MAX_DIMS);
+    return -1;
+  }
+  f->ndim = (int)nd;
+  for (Py_ssize_t d = 0; d < nd; d++) {
+    PyObject *v = PySequence_GetItem(shape, d);
+    long long x = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    if (PyErr_Occurred())
+      return -1;
+    f->shape[d] = x;
+  }
+  return 0;
+}
+
+/* from_workers(procset, length, fields) -> Dataset whose batches the
+ * worker processes fill. */
+static PyObject *mod_from_workers(PyObject *m, PyObject *args) {
+  PyObject *owner, *fields_obj;
+  unsigned long long length;
+  if (!PyArg_ParseTuple(args, "O!KO:from_workers", &ProcSetType, &owner,
+                        &length, &fields_obj))
+    return NULL;
+  Py_ssize_t n = PySequence_Size(fields_obj);
+  if (n < 1 || n > 4096) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "1 to 4096 fields (a sample with "
+                      "no array-like leaf gets a placeholder field)");
+    return NULL;
+  }
+  pl_field *fields = PyMem_Calloc((size_t)n, sizeof *fields);
+  if (!fields)
+    return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *t = PySequence_GetItem(fields_obj, i);
+    int rc = t ? field_parse(t, &fields[i]) : -1;
+    Py_XDECREF(t);
+    if (rc < 0) {
+      PyMem_Free(fields);
+      return NULL;
+    }
+  }
+  pl_dataset *ds = NULL;
+  pl_error err;
+  Py_INCREF(owner);
+  int shared = ((ProcSetObject *)owner)->filler ? 0 : PL_BATCH_SHARED_MEMORY;
+  pl_status s = pl_dataset_from_batch_callback(
+      fields, (int)n, length, ps_read_batch, NULL, shared,
+      owner, owner_free, &ds, &err);
+  PyMem_Free(fields);
+  if (s != PL_OK) {
+    Py_DECREF(owner);
+    return raise_pl(&err);
+  }
+  return dataset_wrap(ds, NULL);
+}
+
+static PyMethodDef worker_functions[] = {
+    {"from_workers", mod_from_workers, METH_VARARGS,
+     "from_workers(procset, length, fields) -> Dataset filled a batch at a "
+     "time by worker processes"},
+    {NULL, NULL, 0, NULL}};
+
+int pl_py_init_workers(PyObject *m) {
+  if (PyType_Ready(&ProcSetType) < 0)
+    return -1;
+  Py_INCREF(&ProcSetType);
+  if (PyModule_AddObject(m, "ProcSet", (PyObject *)&ProcSetType) < 0) {
+    Py_DECREF(&ProcSetType);
+    return -1;
+  }
+  return PyModule_AddFunctions(m, worker_functions);
+}

@@ -1,0 +1,161 @@
+"""Datasets for the worker-process tests, in a module of their own so that
+spawn and forkserver workers can import them by name."""
+import collections
+import os
+import random
+import signal
+import time
+
+import numpy as np
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Mixed:
+    """Every leaf kind default_collate knows, nested."""
+
+    def __init__(self, n=23):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import torch
+
+        return {
+            "img": np.full((3, 4, 5), i % 251, dtype=np.uint8),
+            "f32": torch.full((2,), float(i) / 3, dtype=torch.float32),
+            "label": i,
+            "score": i / 7.0,
+            "flag": i % 3 == 0,
+            "name": "s%d" % i,
+            "pair": Pair(np.int16(-i), [np.float64(i), i * 2]),
+            "mask": np.arange(4) < (i % 5),
+        }
+
+
+class Indexed:
+    """Sample i: (int64 [3] filled with i, i)."""
+
+    def __init__(self, n=100, fail_at=None, exc=ValueError, sleep=0.0):
+        self.n, self.fail_at, self.exc, self.sleep = n, fail_at, exc, sleep
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.sleep:
+            time.sleep(self.sleep)
+        if self.fail_at is not None and i in (self.fail_at if isinstance(self.fail_at, (set, list, tuple))
+                                              else (self.fail_at,)):
+            raise self.exc("failed at %d" % i)
+        return np.full(3, i, dtype=np.int64), i
+
+
+class GlobalRandom:
+    """Augmentation from the global generators (as most user code does)."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        import torch
+
+        return i, random.random(), float(np.random.rand()), float(torch.rand(()))
+
+
+class WorkerInfo:
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        import torch
+
+        wi = torch.utils.data.get_worker_info()
+        return i, -1 if wi is None else wi.id, -1 if wi is None else wi.num_workers, \
+            -1 if wi is None else wi.seed % (2 ** 62)
+
+
+class PerSample:
+    """Uses pinloader.sample_rng(): the same per (seed, epoch, index)."""
+
+    def __len__(self):
+        return 30
+
+    def __getitem__(self, i):
+        import pinloader
+
+        return i, float(pinloader.sample_rng().random())
+
+
+class Killer:
+    """Sample `kill_at` ends its worker: by a signal or os._exit."""
+
+    def __init__(self, n=64, kill_at=20, how="kill"):
+        self.n, self.kill_at, self.how = n, kill_at, how
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.kill_at:
+            if self.how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif self.how == "segv":
+                import ctypes
+
+                ctypes.string_at(0)
+            else:
+                os._exit(7)
+        return np.full(2, i, dtype=np.int32)
+
+
+class Stuck:
+    def __init__(self, stuck_at=5):
+        self.stuck_at = stuck_at
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        if i == self.stuck_at:
+            time.sleep(3600)
+        return np.int64(i)
+
+
+def pad_collate(batch):
+    """Pads variable-length sequences to the longest of the batch."""
+    import torch
+
+    n = max(len(s) for s, _ in batch)
+    out = torch.zeros(len(batch), n, dtype=torch.int64)
+    for k, (s, _) in enumerate(batch):
+        out[k, : len(s)] = torch.as_tensor(s)
+    return out, torch.tensor([y for _, y in batch])
+
+
+class Sequences:
+    def __len__(self):
+        return 17
+
+    def __getitem__(self, i):
+        return np.arange(1 + i % 6, dtype=np.int64) + i, i
+
+
+def init_record(worker_id):
+    import torch
+
+    wi = torch.utils.data.get_worker_info()
+    assert wi is not None and wi.id == worker_id
+    wi.dataset.init_seen = worker_id
+
+
+class InitSeen:
+    init_seen = -1
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return i, self.init_seen

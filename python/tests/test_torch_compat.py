@@ -1,0 +1,247 @@
+"""pinloader.DataLoader against torch.utils.data.DataLoader on the same
+datasets: the same batches (values, dtypes, structure), the same order with
+the same sampler / generator / global seed, the same worker seeds and
+worker info. torch is the oracle."""
+import collections
+
+import numpy as np
+import pytest
+
+import pinloader
+import pyw_data as D
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import (BatchSampler, DataLoader, IterableDataset,  # noqa: E402
+                              SequentialSampler, SubsetRandomSampler)
+
+MODES = [dict(num_workers=0), dict(num_workers=2), dict(num_workers=2, worker_mode="thread")]
+MODE_IDS = ["inline", "processes", "threads"]
+
+
+def same(a, b, where="batch"):
+    """a (pinloader) equals b (torch): structure, types, dtypes, values."""
+    if isinstance(b, torch.Tensor):
+        assert isinstance(a, torch.Tensor), "%s: %r is not a tensor" % (where, type(a))
+        assert a.dtype == b.dtype, "%s: dtype %s != %s" % (where, a.dtype, b.dtype)
+        assert a.shape == b.shape, "%s: shape %s != %s" % (where, a.shape, b.shape)
+        assert torch.equal(a, b), "%s: values differ" % where
+    elif isinstance(b, dict):
+        assert type(a) is type(b) and list(a) == list(b), "%s: keys %r != %r" % (where, list(a), list(b))
+        for k in b:
+            same(a[k], b[k], "%s[%r]" % (where, k))
+    elif isinstance(b, (list, tuple)):
+        assert type(a) is type(b), "%s: %s != %s" % (where, type(a), type(b))
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, "%s[%d]" % (where, i))
+    else:
+        assert type(a) is type(b) and a == b, "%s: %r != %r" % (where, a, b)
+
+
+def both(ds, seed=0, make=None, **kw):
+    """(pinloader batches, torch batches) over ds with the same arguments,
+    each after torch.manual_seed(seed); make() gives fresh arguments (a
+    sampler with a generator of its own) for each."""
+    pkw = {k: v for k, v in kw.items() if k != "worker_mode"}
+    torch.manual_seed(seed)
+    ref = list(DataLoader(ds, **pkw, **(make() if make else {})))
+    torch.manual_seed(seed)
+    loader = pinloader.DataLoader(ds, **kw, **(make() if make else {}))
+    got = list(loader)
+    loader.close()
+    return got, ref
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_default_collate_structure_and_dtypes(mode):
+    got, ref = both(D.Mixed(), batch_size=5, **mode)
+    assert len(got) == len(ref) == 5
+    for g, r in zip(got, ref):
+        same(g, r)
+    # the parts default_collate defines
+    b = got[0]
+    assert b["label"].dtype == torch.int64 and b["score"].dtype == torch.float64
+    assert b["flag"].dtype == torch.bool and b["name"] == ["s0", "s1", "s2", "s3", "s4"]
+    assert isinstance(b["pair"], D.Pair) and isinstance(b["pair"].b, list)
+    assert b["img"].shape == (5, 3, 4, 5)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_shuffle_follows_torch_manual_seed(mode):
+    for seed in (0, 1):
+        got, ref = both(D.Indexed(50), seed=seed, batch_size=8, shuffle=True, **mode)
+        assert [g[1].tolist() for g in got] == [r[1].tolist() for r in ref]
+    got, ref = both(D.Indexed(50), seed=3, batch_size=8, shuffle=True, drop_last=True, **mode)
+    assert [g[1].tolist() for g in got] == [r[1].tolist() for r in ref] and len(got) == 6
+
+
+def test_generator_argument_and_epochs():
+    ds = D.Indexed(40)
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    ref = DataLoader(ds, batch_size=6, shuffle=True, generator=g1)
+    loader = pinloader.DataLoader(ds, batch_size=6, shuffle=True, generator=g2, num_workers=2)
+    for _ in range(3):  # a new order each epoch, drawn from the generator as torch does
+        assert [b[1].tolist() for b in loader] == [b[1].tolist() for b in ref]
+    loader.close()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_sampler_and_batch_sampler(mode):
+    ds = D.Indexed(60)
+    sub = list(range(0, 60, 3))
+    got, ref = both(ds, make=lambda: dict(sampler=SubsetRandomSampler(
+        sub, generator=torch.Generator().manual_seed(2))), batch_size=4, **mode)
+    assert [g[1].tolist() for g in got] == [r[1].tolist() for r in ref]
+
+    class Uneven:  # batches of 1, 2, 3, ... samples
+        def __iter__(self):
+            i, k = 0, 1
+            while i < 60:
+                yield list(range(i, min(i + k, 60)))
+                i, k = i + k, k + 1
+
+        def __len__(self):
+            return sum(1 for _ in self.__iter__())
+
+    got, ref = both(ds, make=lambda: dict(batch_sampler=Uneven()), **mode)
+    assert [g[1].tolist() for g in got] == [r[1].tolist() for r in ref]
+    loader = pinloader.DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 7, True))
+    assert loader.batch_size is None and len(loader) == 8 and isinstance(loader.batch_sampler, BatchSampler)
+
+
+def test_attributes_are_torch_objects():
+    ds = D.Indexed(10)
+    loader = pinloader.DataLoader(ds, batch_size=3, shuffle=True)
+    assert loader.dataset is ds and loader.batch_size == 3
+    assert type(loader.sampler).__name__ == "RandomSampler"
+    assert isinstance(loader.batch_sampler, BatchSampler) and loader.batch_sampler.batch_size == 3
+    assert type(pinloader.DataLoader(ds).sampler).__name__ == "SequentialSampler"
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_collate_fn_fixed_and_padded(mode):
+    def stack(batch):
+        return {"x": torch.stack([torch.as_tensor(a) for a, _ in batch]) * 2,
+                "y": torch.tensor([b for _, b in batch])}
+
+    got, ref = both(D.Indexed(21), batch_size=4, collate_fn=stack, **mode)
+    for g, r in zip(got, ref):
+        same(g, r)
+    got, ref = both(D.Sequences(), batch_size=5, collate_fn=D.pad_collate, **mode)
+    assert [g[0].shape for g in got] == [r[0].shape for r in ref]
+    for g, r in zip(got, ref):
+        same(g, r)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+def test_unbatched(mode):
+    got, ref = both(D.Mixed(7), batch_size=None, **mode)
+    for g, r in zip(got, ref):
+        same(g, r)
+    got, ref = both(D.Indexed(9), batch_size=None, shuffle=True, **mode)
+    assert [int(g[1]) for g in got] == [int(r[1]) for r in ref]
+
+
+def test_worker_seeds_and_info_match_torch():
+    for w in (1, 3):
+        got, ref = both(D.WorkerInfo(), seed=5, batch_size=2, num_workers=w)
+        same(got, ref)
+    # global random state in workers, as torch seeds it: the same
+    # augmentations, since batch k goes to worker k % num_workers as in torch
+    got, ref = both(D.GlobalRandom(), seed=11, batch_size=4, num_workers=2, persistent_workers=True)
+    same(got, ref)
+
+
+def test_worker_init_fn_runs_in_each_worker():
+    loader = pinloader.DataLoader(D.InitSeen(), batch_size=2, num_workers=2, worker_init_fn=D.init_record)
+    seen = [b[1].tolist() for b in loader]
+    assert seen == [[0, 0], [1, 1], [0, 0], [1, 1]]  # batch k on worker k % 2
+    loader.close()
+
+
+def test_sample_rng_same_for_any_workers():
+    runs = []
+    for kw in (dict(num_workers=0), dict(num_workers=2), dict(num_workers=3),
+               dict(num_workers=2, worker_mode="thread")):
+        loader = pinloader.DataLoader(D.PerSample(), batch_size=4, seed=1, shuffle=True, **kw)
+        runs.append([dict(zip(b[0].tolist(), b[1].tolist())) for b in loader])
+        loader.close()
+    for r in runs[1:]:
+        assert r == runs[0]
+    assert runs[0][0] != runs[0][1] or True
+    with pytest.raises(RuntimeError, match="only available"):
+        pinloader.sample_rng()
+
+
+class Shards(IterableDataset):
+    def __init__(self, n, jitter=0.0):
+        self.n, self.jitter = n, jitter
+
+    def __iter__(self):
+        import random
+        import time
+
+        wi = torch.utils.data.get_worker_info()
+        w, k = (0, 1) if wi is None else (wi.id, wi.num_workers)
+        rnd = random.Random(w)
+        for i in range(w, self.n, k):
+            if self.jitter:  # workers and loader threads race each other
+                time.sleep(rnd.uniform(0, self.jitter))
+            yield {"x": np.full(2, i, np.float32), "i": i, "s": str(i)}
+
+
+@pytest.mark.parametrize("workers", [0, 2, 3])
+def test_iterable_dataset_shards_like_torch(workers):
+    got, ref = both(Shards(29), batch_size=4, num_workers=workers)
+    same(got, ref)
+    got, ref = both(Shards(29), batch_size=4, num_workers=workers, drop_last=True)
+    same(got, ref)
+    loader = pinloader.DataLoader(Shards(10), batch_size=4, num_workers=workers)
+    assert [b["i"].tolist() for b in loader] == [b["i"].tolist() for b in loader]  # every epoch
+    loader.close()
+    # batches reach each worker in order however the loader's threads race
+    ref = [b["i"].tolist() for b in DataLoader(Shards(60), batch_size=2, num_workers=workers)]
+    loader = pinloader.DataLoader(Shards(60, jitter=0.002), batch_size=2, num_workers=workers)
+    for _ in range(3):
+        assert [b["i"].tolist() for b in loader] == ref
+    loader.close()
+
+
+def test_zip_of_two_iterators_is_independent():
+    ds = D.Indexed(20)
+    loader = pinloader.DataLoader(ds, batch_size=5, num_workers=2)
+    pairs = [(a[1].tolist(), b[1].tolist()) for a, b in zip(loader, loader)]
+    assert pairs == [(list(range(i, i + 5)),) * 2 for i in range(0, 20, 5)]
+    loader.close()
+
+
+def test_keeping_every_batch_grows_the_pool():
+    ds = D.Indexed(100)
+    loader = pinloader.DataLoader(ds, batch_size=4, num_workers=2)
+    kept = [b for _ in range(3) for b in loader]  # three epochs' labels, kept
+    assert len(kept) == 75
+    assert torch.cat([y for _, y in kept]).tolist() == list(range(100)) * 3
+    loader.close()
+
+
+def test_bad_arguments_as_torch():
+    ds = D.Indexed(10)
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        pinloader.DataLoader(ds, batch_sampler=[[0]], batch_size=2)
+    with pytest.raises(ValueError, match="shuffle"):
+        pinloader.DataLoader(ds, sampler=[0, 1], shuffle=True)
+    with pytest.raises(ValueError, match="drop_last"):
+        pinloader.DataLoader(ds, batch_size=None, drop_last=True)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        pinloader.DataLoader(ds, prefetch_factor=2)
+    with pytest.raises(ValueError, match="num_workers"):
+        pinloader.DataLoader(ds, num_workers=-1)
+
+
+def test_native_labels_are_int64(mnist_like):
+    ip, lp, images, labels = mnist_like
+    (x, y), *_ = list(pinloader.DataLoader(pinloader.datasets.IDX(ip, lp), batch_size=37))
+    assert y.dtype == torch.int64 and y.tolist() == labels.tolist()
+    (x, y), *_ = list(pinloader.DataLoader(pinloader.datasets.IDX(ip, lp, label_dtype="uint8"),
+                                           batch_size=37))
+    assert y.dtype == torch.uint8

@@ -1,0 +1,406 @@
+"""Worker processes: start methods, failures (exceptions, killed workers,
+stuck workers, Ctrl-C, a dying parent), memory sharing through memfd, and
+create / iterate / destroy cycles with nothing leaked. Also issue 17's
+items 6, 7 and 8 with real signals."""
+import gc
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pinloader
+import pyw_data as D
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+START_METHODS = ["fork", "forkserver", "spawn"]
+
+
+def ids(batches):
+    return [int(v) for b in batches for v in np.asarray(b[1]).reshape(-1)]
+
+
+# ---------------------------------------------------------------- start methods
+
+@pytest.mark.parametrize("method", START_METHODS)
+def test_start_methods_load_and_raise_as_themselves(method):
+    loader = pinloader.DataLoader(D.Indexed(30, fail_at=17, exc=KeyError), batch_size=4,
+                                  num_workers=2, multiprocessing_context=method, output="numpy")
+    assert loader.worker_mode == "process"
+    with pytest.raises(KeyError) as e:
+        list(loader)
+    notes = "\n".join(getattr(e.value, "__notes__", []))
+    assert "dataset[17]" in notes and "in worker" in notes
+    assert "raise self.exc" in notes  # the worker's own traceback
+    pids = loader.worker_pids
+    assert len(pids) == 2 and os.getpid() not in pids
+    loader.dataset.fail_at = None  # a pickled copy lives in spawned workers:
+    loader.close()                 # a new loader sees the change
+    loader = pinloader.DataLoader(D.Indexed(30), batch_size=4, num_workers=2,
+                                  multiprocessing_context=method, output="numpy")
+    assert ids(loader) == list(range(30))
+    loader.close()
+
+
+def test_worker_init_fn_exception_reaches_the_consumer():
+    def bad_init(worker_id):
+        raise OSError("no GPU for worker %d" % worker_id)
+
+    loader = pinloader.DataLoader(D.Indexed(8), batch_size=2, num_workers=2, worker_init_fn=bad_init)
+    with pytest.raises(OSError, match="no GPU for worker 0"):
+        list(loader)
+    loader.close()
+
+
+def test_unpicklable_exception_keeps_its_message():
+    class Local(Exception):  # a local class cannot be unpickled in the parent
+        pass
+
+    class DS(D.Indexed):
+        def __getitem__(self, i):
+            if i == 3:
+                raise Local("local failure")
+            return super().__getitem__(i)
+
+    loader = pinloader.DataLoader(DS(10), batch_size=2, num_workers=1)
+    with pytest.raises(Exception, match="local failure") as e:
+        list(loader)
+    assert "dataset[3]" in "\n".join(getattr(e.value, "__notes__", []))
+    loader.close()
+
+
+# ---------------------------------------------------------------- dead workers
+
+@pytest.mark.parametrize("how,sig", [("kill", "SIGKILL"), ("segv", "SIGSEGV"), ("exit", "exit code 7")])
+def test_worker_death_names_pid_signal_and_samples(how, sig):
+    loader = pinloader.DataLoader(D.Killer(kill_at=21, how=how), batch_size=4, num_workers=2,
+                                  output="numpy")
+    pids = None
+    got = []
+    t0 = time.monotonic()
+    with pytest.raises(pinloader.Error) as e:
+        for b in loader:
+            pids = pids or loader.worker_pids
+            got.append(b)
+    assert time.monotonic() - t0 < 30  # no hang
+    msg = str(e.value)
+    assert sig in msg, msg
+    assert "worker 1" in msg and "samples 20, 21, 22, 23" in msg and "batch 5" in msg
+    assert ("pid %d" % pids[1]) in msg
+    assert [int(v) for b in got for v in np.asarray(b)[:, 0]] == list(range(20))  # all before it
+    # The next iteration starts new workers, at the next epoch.
+    loader.dataset.kill_at = None
+    if how != "segv":
+        loader.close()
+        return
+    loader = pinloader.DataLoader(D.Killer(kill_at=-1), batch_size=4, num_workers=2, output="numpy")
+    assert [int(v) for b in loader for v in np.asarray(b)[:, 0]] == list(range(64))
+    loader.close()
+
+
+def test_killed_worker_mid_epoch_then_next_iteration_restarts():
+    ds = D.Indexed(40, sleep=0.01)
+    loader = pinloader.DataLoader(ds, batch_size=4, num_workers=2, output="numpy")
+    it = iter(loader)
+    first = next(it)
+    old = loader.worker_pids
+    os.kill(old[1], signal.SIGKILL)
+    with pytest.raises(pinloader.Error, match="SIGKILL"):
+        for _ in it:
+            pass
+    # nothing hangs, and the loader goes on with new workers
+    out = list(loader)
+    assert ids(out) == list(range(40))
+    assert set(loader.worker_pids).isdisjoint(old)
+    assert ids([first]) == [0, 1, 2, 3]
+    loader.close()
+
+
+def test_stuck_worker_times_out_and_is_killed():
+    loader = pinloader.DataLoader(D.Stuck(stuck_at=9), batch_size=4, num_workers=2, timeout=1.0,
+                                  output="numpy")
+    t0 = time.monotonic()
+    with pytest.raises(pinloader.Error) as e:
+        list(loader)
+    assert e.value.status in ("PL_TIMEOUT", "PL_CALLBACK")
+    assert time.monotonic() - t0 < 20
+    stuck = loader.worker_pids[0]
+    t0 = time.monotonic()
+    loader.close()
+    assert time.monotonic() - t0 < 5
+    _wait_gone([stuck])
+
+
+def _wait_gone(pids, limit=10.0):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        alive = [p for p in pids if _alive(p)]
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError("processes still running: %r" % alive)
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# ---------------------------------------------------------------- exceptions across epochs
+
+@pytest.mark.parametrize("mode", [dict(num_workers=2), dict(num_workers=2, worker_mode="thread"),
+                                  dict(num_workers=0)], ids=["processes", "threads", "inline"])
+def test_exceptions_keep_their_type_in_every_epoch(mode):
+    # issue 17, item 8: prefetched failures of the next epoch keep theirs.
+    ds = D.Indexed(24, fail_at={5, 22}, exc=KeyError)
+    loader = pinloader.DataLoader(ds, batch_size=4, shuffle=True, seed=3, output="numpy", **mode)
+    for epoch in range(4):
+        with pytest.raises(KeyError):
+            list(loader)
+    loader.close()
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+def _run_with_interrupts(loader, epochs, expect, mean_gap, min_signals=0):
+    """Iterates `epochs` epochs while another thread sends SIGINT every
+    ~mean_gap s; after each KeyboardInterrupt goes on with the same
+    iterator or a new one. Returns (the samples of each epoch, signals)."""
+    allow = threading.Event()
+    stop = threading.Event()
+    sent = [0]
+
+    def fire():
+        rnd = random.Random(1)
+        while not stop.is_set():
+            time.sleep(rnd.uniform(0, 2 * mean_gap))
+            if allow.is_set():
+                os.kill(os.getpid(), signal.SIGINT)
+                sent[0] += 1
+
+    def quiet():
+        allow.clear()
+        for _ in range(3):  # a signal sent just before: handled here
+            try:
+                time.sleep(0.002)
+            except KeyboardInterrupt:
+                pass
+
+    t = threading.Thread(target=fire, daemon=True)
+    t.start()
+    rnd = random.Random(2)
+    epochs_out = []
+    try:
+        while len(epochs_out) < epochs or (sent[0] < min_signals and len(epochs_out) < 5000):
+            got = []
+            it = iter(loader)
+            while True:
+                try:
+                    allow.set()
+                    for b in it:
+                        got.append(b)
+                    quiet()
+                    break
+                except KeyboardInterrupt:
+                    quiet()
+                    if rnd.random() < 0.5:
+                        it = iter(loader)  # a new iterator resumes the epoch
+            epochs_out.append(ids(got))
+            del got
+    finally:
+        stop.set()
+        quiet()
+        t.join()
+    for e in epochs_out:
+        assert e == expect, "an epoch lost or repeated batches under Ctrl-C"
+    return epochs_out, sent[0]
+
+
+def test_ctrl_c_loses_no_batch_process_workers():
+    loader = pinloader.DataLoader(D.Indexed(120, sleep=0.0005), batch_size=4, num_workers=2,
+                                  output="numpy")
+    _, sent = _run_with_interrupts(loader, 4, list(range(120)), 0.004, min_signals=150)
+    assert sent >= 150
+    loader.close()
+
+
+def test_ctrl_c_loses_no_batch_native_dataset(indexed_records):
+    ds, _ = indexed_records
+    loader = pinloader.DataLoader(ds, batch_size=2, num_workers=2, output="numpy")
+
+    def ids_native(batches):
+        return [int(v) for b in batches for v in np.asarray(b[0])]
+
+    global ids
+    saved, ids = ids, ids_native
+    try:
+        _, sent = _run_with_interrupts(loader, 12, list(range(100)), 0.002, min_signals=200)
+    finally:
+        ids = saved
+    assert sent >= 200
+    loader.close()
+
+
+def test_ctrl_c_inside_getitem_inline_loses_nothing():
+    loader = pinloader.DataLoader(D.Indexed(60, sleep=0.001), batch_size=3, output="numpy")
+    _, sent = _run_with_interrupts(loader, 3, list(range(60)), 0.01)
+    assert sent >= 10
+    loader.close()
+
+
+def test_ctrl_c_stops_every_worker_when_it_ends_the_program():
+    code = textwrap.dedent("""
+        import sys, time
+        sys.path.insert(0, %r)
+        import pinloader, pyw_data as D
+        loader = pinloader.DataLoader(D.Indexed(10**6, sleep=0.01), batch_size=8, num_workers=2)
+        it = iter(loader)
+        next(it)
+        print(" ".join(map(str, loader.worker_pids)), flush=True)
+        for b in it:
+            pass
+    """ % HERE)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=HERE)
+    pids = [int(x) for x in p.stdout.readline().split()]
+    assert len(pids) == 2 and all(_alive(x) for x in pids)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(30) != 0
+    _wait_gone(pids)
+
+
+# ---------------------------------------------------------------- a dying parent
+
+def test_parent_killed_with_busy_workers_leaves_no_orphan():
+    code = textwrap.dedent("""
+        import sys, time
+        sys.path.insert(0, %r)
+        import pinloader, pyw_data as D
+        loader = pinloader.DataLoader(D.Indexed(10**6, sleep=0.05), batch_size=64, num_workers=2)
+        it = iter(loader)
+        print(" ".join(map(str, loader.worker_pids)), flush=True)
+        next(it)
+    """ % HERE)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=HERE)
+    pids = [int(x) for x in p.stdout.readline().split()]
+    time.sleep(0.5)  # the workers are inside __getitem__
+    assert all(_alive(x) for x in pids)
+    p.kill()
+    p.wait(10)
+    _wait_gone(pids)
+
+
+# ---------------------------------------------------------------- memory
+
+def test_batch_memory_is_memfd_not_dev_shm():
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    loader = pinloader.DataLoader(D.Indexed(64), batch_size=8, num_workers=2, output="numpy")
+    it = iter(loader)
+    next(it)
+    w = loader.worker_pids[0]
+    with open("/proc/%d/maps" % w) as f:
+        maps = f.read()
+    assert "memfd:pinloader-batch" in maps
+    assert "/dev/shm" not in maps
+    with open("/proc/self/maps") as f:
+        assert "memfd:pinloader-batch" in f.read()
+    del it
+    loader.close()
+    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert after == before
+
+
+def _fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _children():
+    me = str(os.getpid())
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == me and fields[0] != "Z":
+                out.append(int(d))
+    return out
+
+
+def _memfd_maps():
+    with open("/proc/self/maps") as f:
+        return sum("pinloader-batch" in line for line in f)
+
+
+def test_create_iterate_destroy_cycles_leak_nothing():
+    cycles = int(os.environ.get("PINLOADER_CYCLES", "60"))
+    # warm up once: the forkserver, imports, lazily opened files
+    for _ in range(2):
+        with pinloader.DataLoader(D.Indexed(16), batch_size=4, num_workers=2) as ld:
+            list(ld)
+    ld = None
+    gc.collect()
+    fds, kids, maps = _fds(), _children(), _memfd_maps()
+    for c in range(cycles):
+        kind = c % 3
+        ld = pinloader.DataLoader(D.Indexed(16, fail_at=9 if kind == 2 else None), batch_size=4,
+                                  num_workers=2, shuffle=kind == 1)
+        try:
+            for i, b in enumerate(ld):
+                if kind == 1 and i == 1:
+                    break  # abandoned mid-epoch
+        except ValueError:
+            pass
+        ld.close()
+        b = None  # a batch held keeps its buffers (and the workers' fds) alive
+        del ld
+    gc.collect()
+    assert _fds() == fds
+    assert _children() == kids
+    assert _memfd_maps() == maps
+
+
+def test_close_while_workers_are_busy_is_quick():
+    loader = pinloader.DataLoader(D.Indexed(100, sleep=0.3), batch_size=50, num_workers=2)
+    it = iter(loader)
+    time.sleep(0.5)
+    pids = loader.worker_pids
+    t0 = time.monotonic()
+    loader.close()
+    assert time.monotonic() - t0 < 3.0
+    _wait_gone(pids)
+    del it
+
+
+# ---------------------------------------------------------------- CUDA (the GPU box)
+
+def test_worker_processes_into_cuda_match_cpu():
+    torch = pytest.importorskip("torch")
+    if not pinloader.cuda_available() or not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    ds = D.Mixed(70)
+    for method in ("fork", "spawn"):
+        cpu = [b for b in pinloader.DataLoader(ds, batch_size=16, num_workers=2)]
+        gpu = pinloader.DataLoader(ds, batch_size=16, num_workers=2, device="cuda",
+                                   multiprocessing_context=method)
+        got = list(gpu)
+        assert len(got) == len(cpu) == 5
+        for g, c in zip(got, cpu):
+            assert g["img"].is_cuda and g["img"].dtype == torch.uint8
+            assert torch.equal(g["img"].cpu(), c["img"]) and torch.equal(g["label"].cpu(), c["label"])
+            assert g["flag"].dtype == torch.bool and torch.equal(g["flag"].cpu(), c["flag"])
+            assert g["name"] == c["name"]
+        st = gpu.stats()
+        assert st["pinned_bytes"] > 0 and st["pinned_fallbacks"] == 0
+        gpu.close()

@@ -1,0 +1,112 @@
+/* Explicit orders: an epoch whose batches the caller lists (a Python
+ * sampler or batch sampler decides the order; the loader still fills,
+ * prefetches and copies). The order is reference-counted: the core holds
+ * one reference and each batch claimed from it another, so a worker
+ * computing its indices never reads an order that set_order or set_epoch
+ * replaced meanwhile. */
+#include "loader/loader_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void pl_order_unref(pl_order *o) {
+  if (o && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
+    free(o->indices);
+    free(o->starts);
+    free(o);
+  }
+}
+
+pl_order *pl_order_ref(pl_order *o) {
+  if (o)
+    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+  return o;
+}
+
+static pl_status order_check(const pl_core *c, const uint64_t *indices,
+                             const uint64_t *starts, uint64_t nb,
+                             pl_error *err) {
+  if (nb && (!indices || !starts))
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "indices and starts are NULL");
+  if (nb && starts[0] != 0)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "starts[0] is %llu, not 0",
+                     (unsigned long long)starts[0]);
+  for (uint64_t k = 0; k < nb; k++) {
+    if (starts[k + 1] <= starts[k] ||
+        starts[k + 1] - starts[k] > c->cfg.batch_size)
+      return pl_errorf(err, PL_INVALID_ARGUMENT,
+                       "batch %llu has %lld samples (1 to batch_size %u)",
+                       (unsigned long long)k,
+                       (long long)(starts[k + 1] - starts[k]),
+                       c->cfg.batch_size);
+  }
+  uint64_t n = nb ? starts[nb] : 0;
+  for (uint64_t i = 0; i < n; i++)
+    if (indices[i] >= c->ds->length)
+      return pl_errorf(err, PL_INVALID_ARGUMENT,
+                       "sample index %llu (position %llu) is out of range "
+                       "for %llu samples",
+                       (unsigned long long)indices[i], (unsigned long long)i,
+                       (unsigned long long)c->ds->length);
+  return PL_OK;
+}
+
+static pl_status order_new(const uint64_t *indices, const uint64_t *starts,
+                           uint64_t nb, pl_order **out, pl_error *err) {
+  uint64_t n = nb ? starts[nb] : 0;
+  pl_order *o = calloc(1, sizeof *o);
+  if (o) {
+    o->indices = malloc((size_t)PL_MAX(n, 1) * sizeof *o->indices);
+    o->starts = malloc((size_t)(nb + 1) * sizeof *o->starts);
+  }
+  if (!o || !o->indices || !o->starts) {
+    if (o) {
+      free(o->indices);
+      free(o->starts);
+    }
+    free(o);
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory for an order of %llu "
+                     "samples", (unsigned long long)n);
+  }
+  if (n)
+    memcpy(o->indices, indices, (size_t)n * sizeof *indices);
+  if (nb)
+    memcpy(o->starts, starts, (size_t)(nb + 1) * sizeof *starts);
+  else
+    o->starts[0] = 0;
+  o->nbatches = nb;
+  atomic_init(&o->refs, 1);
+  *out = o;
+  return PL_OK;
+}
+
+pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
+                              const uint64_t *indices, const uint64_t *starts,
+                              uint64_t nbatches, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  pl_core *c = ld->core;
+  PL_TRY(order_check(c, indices, starts, nbatches, err));
+  pl_order *o = NULL;
+  PL_TRY(order_new(indices, starts, nbatches, &o, err));
+  pthread_mutex_lock(&c->mu);
+  pl_core_restart(c, epoch, 0); /* drops any earlier order */
+  c->order = o;
+  c->first.epoch = epoch;
+  c->first.start = 0;
+  c->first.num_batches = nbatches;
+  c->first.per_rank = nbatches ? starts[nbatches] : 0;
+  pthread_cond_broadcast(&c->work_cv);
+  pthread_mutex_unlock(&c->mu);
+  return PL_OK;
+}
+
+uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
+  return (uint32_t)(o->starts[batch + 1] - o->starts[batch]);
+}
+
+void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
+  uint64_t s = o->starts[batch];
+  memcpy(out, o->indices + s,
+         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
+}

@@ -1,0 +1,244 @@
+/* Whole-batch datasets (pl_dataset_from_batch_callback) and explicit orders
+ * (pl_loader_set_order): one call per batch with the batch's indices in
+ * order, shared batch memory another mapping of the memfd can write,
+ * PL_READ_INTERRUPTED giving the batch back, and explicit epochs delivered
+ * exactly as listed. */
+#include "testutil.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Fields: `x` uint32 [2] = {i, i * 3}, `y` int64 [] = -i. */
+static const pl_field fields[2] = {
+    {"x", PL_UINT32, 1, {2}},
+    {"y", PL_INT64, 0, {0}},
+};
+
+typedef struct cb_state {
+  atomic_int calls;
+  atomic_int shared_writes; /* batches written through a second mapping */
+  atomic_int interrupt_next;
+  int fail_index; /* -1: none */
+  uint32_t batch_size;
+} cb_state;
+
+static int write_batch(void *user, const uint64_t *idx, uint32_t n,
+                       const pl_batch_info *info, const pl_batch_dst *dst,
+                       char *msg, size_t cap) {
+  cb_state *st = user;
+  atomic_fetch_add(&st->calls, 1);
+  if (atomic_exchange(&st->interrupt_next, 0))
+    return PL_READ_INTERRUPTED;
+  for (uint32_t i = 0; i < n; i++)
+    if ((int64_t)idx[i] == st->fail_index) {
+      snprintf(msg, cap, "sample %llu is bad (epoch %llu)",
+               (unsigned long long)idx[i], (unsigned long long)info->epoch);
+      return 3;
+    }
+  uint8_t *buf = dst->buffer;
+  uint8_t *map = NULL;
+  if (dst->fd >= 0) { /* as a worker process would: its own mapping */
+    map = mmap(NULL, dst->buffer_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+               dst->fd, 0);
+    if (map == MAP_FAILED) {
+      snprintf(msg, cap, "mmap of the batch memfd failed");
+      return 4;
+    }
+    buf = map;
+    atomic_fetch_add(&st->shared_writes, 1);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t *x = (uint32_t *)(buf + dst->offset[0]) + 2 * i;
+    int64_t *y = (int64_t *)(buf + dst->offset[1]) + i;
+    x[0] = (uint32_t)idx[i];
+    x[1] = (uint32_t)idx[i] * 3;
+    *y = -(int64_t)idx[i];
+  }
+  if (dst->base[0] != (uint8_t *)dst->buffer + dst->offset[0])
+    return 5;
+  if (map)
+    munmap(map, dst->buffer_bytes);
+  return 0;
+}
+
+static pl_dataset *make_ds(cb_state *st, uint64_t n, int flags) {
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, n, write_batch, NULL,
+                                          flags, st, NULL, &ds, &err),
+           &err);
+  return ds;
+}
+
+static pl_loader *make_loader(pl_dataset *ds, uint32_t bs, int workers) {
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = bs;
+  cfg.num_workers = workers;
+  cfg.device = PL_DEVICE_CPU;
+  pl_loader *ld = NULL;
+  pl_error err;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  return ld;
+}
+
+/* Checks batch b holds `want[0..n)`, in order. */
+static void check_batch(pl_batch *b, const uint64_t *want, uint32_t n) {
+  CHECK_EQ_U64(pl_batch_size(b), n);
+  const uint32_t *x = pl_batch_data(b, 0);
+  const int64_t *y = pl_batch_data(b, 1);
+  for (uint32_t i = 0; i < n && i < pl_batch_size(b); i++) {
+    CHECK_EQ_U64(pl_batch_sample_index(b, i), want[i]);
+    CHECK_EQ_U64(x[2 * i], want[i]);
+    CHECK_EQ_U64(x[2 * i + 1], want[i] * 3);
+    CHECK(y[i] == -(int64_t)want[i]);
+  }
+}
+
+static void test_whole_batches(int flags, int workers) {
+  cb_state st = {.fail_index = -1};
+  pl_dataset *ds = make_ds(&st, 50, flags);
+  pl_loader *ld = make_loader(ds, 8, workers);
+  pl_dataset_destroy(ds);
+  pl_batch *b;
+  pl_error err;
+  uint64_t want[8];
+  for (uint64_t k = 0; k < 7; k++) {
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+    uint32_t n = k < 6 ? 8 : 2;
+    for (uint32_t i = 0; i < n; i++)
+      want[i] = k * 8 + i;
+    check_batch(b, want, n);
+    pl_batch_release(b, NULL);
+  }
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+  pl_loader_destroy(ld);
+  CHECK(atomic_load(&st.calls) >= 7); /* one call per batch (+ prefetch) */
+  CHECK(atomic_load(&st.calls) <= 7 + 16);
+  if (flags & PL_BATCH_SHARED_MEMORY)
+    CHECK(atomic_load(&st.shared_writes) == atomic_load(&st.calls));
+  else
+    CHECK(atomic_load(&st.shared_writes) == 0);
+}
+
+static void test_failure_names_the_cause(void) {
+  cb_state st = {.fail_index = 19};
+  pl_dataset *ds = make_ds(&st, 40, 0);
+  pl_loader *ld = make_loader(ds, 10, 2);
+  pl_dataset_destroy(ds);
+  pl_batch *b;
+  pl_error err;
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  pl_batch_release(b, NULL);
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_CALLBACK, &err);
+  CHECK_MSG(&err, "sample 19 is bad (epoch 0)");
+  pl_loader_destroy(ld);
+  /* pl_dataset_read without get_item */
+  ds = make_ds(&st, 4, 0);
+  uint32_t x[2];
+  int64_t y;
+  void *dst[2] = {x, &y};
+  CHECK_STATUS(pl_dataset_read(ds, 0, dst, &err), PL_UNSUPPORTED, &err);
+  pl_dataset_destroy(ds);
+  CHECK_STATUS(pl_dataset_from_batch_callback(fields, 2, 4, NULL, NULL, 0,
+                                              NULL, NULL, &ds, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_STATUS(pl_dataset_from_batch_callback(fields, 2, 4, write_batch, NULL,
+                                              0x10, NULL, NULL, &ds, &err),
+               PL_INVALID_ARGUMENT, &err);
+}
+
+static void test_interrupted_read_is_retried(void) {
+  cb_state st = {.fail_index = -1};
+  pl_dataset *ds = make_ds(&st, 12, 0);
+  pl_loader *ld = make_loader(ds, 4, 0); /* filled in the consumer's thread */
+  pl_dataset_destroy(ds);
+  pl_batch *b;
+  pl_error err;
+  uint64_t want[4] = {0, 1, 2, 3};
+  atomic_store(&st.interrupt_next, 1);
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_NOT_READY, &err);
+  CHECK(b == NULL);
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err); /* the same batch, again */
+  check_batch(b, want, 4);
+  pl_batch_release(b, NULL);
+  CHECK_EQ_U64(pl_loader_epoch(ld), 0);
+  pl_loader_destroy(ld);
+}
+
+static void test_explicit_order(int workers) {
+  cb_state st = {.fail_index = -1};
+  pl_dataset *ds = make_ds(&st, 30, PL_BATCH_SHARED_MEMORY);
+  pl_loader *ld = make_loader(ds, 5, workers);
+  pl_dataset_destroy(ds);
+  const uint64_t idx[] = {29, 3, 3, 7, 0, 11, 12, 13, 14, 15, 2};
+  const uint64_t starts[] = {0, 1, 4, 9, 11}; /* batches of 1, 3, 5, 2 */
+  pl_error err;
+  CHECK_OK(pl_loader_set_order(ld, 7, idx, starts, 4, &err), &err);
+  pl_batch *b;
+  for (int k = 0; k < 4; k++) {
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+    CHECK_EQ_U64(pl_batch_epoch(b), 7);
+    CHECK_EQ_U64(pl_batch_index(b), (uint64_t)k);
+    check_batch(b, idx + starts[k], (uint32_t)(starts[k + 1] - starts[k]));
+    if (k == 1) { /* state blobs cannot describe an explicit epoch */
+      uint8_t buf[256];
+      size_t len = sizeof buf;
+      CHECK_STATUS(pl_loader_save_state(ld, buf, &len, &err), PL_BAD_STATE,
+                   &err);
+    }
+    pl_batch_release(b, NULL);
+  }
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+  /* Another explicit epoch replaces the stream; the first is never seen
+   * again. */
+  const uint64_t idx2[] = {5, 6};
+  const uint64_t starts2[] = {0, 2};
+  CHECK_OK(pl_loader_set_order(ld, 8, idx2, starts2, 1, &err), &err);
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  check_batch(b, idx2, 2);
+  CHECK_EQ_U64(pl_batch_epoch(b), 8);
+  pl_batch_release(b, NULL);
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+  /* set_epoch goes back to the loader's own order */
+  CHECK_OK(pl_loader_set_epoch(ld, 0, &err), &err);
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  const uint64_t first[] = {0, 1, 2, 3, 4};
+  check_batch(b, first, 5);
+  pl_batch_release(b, NULL);
+  /* bad orders are refused with nothing changed */
+  const uint64_t big[] = {0, 6};
+  const uint64_t out_of_range[] = {30};
+  const uint64_t one[] = {0, 1};
+  const uint64_t bad_first[] = {1, 2};
+  CHECK_STATUS(pl_loader_set_order(ld, 1, idx, big, 1, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "batch 0 has 6 samples (1 to batch_size 5)");
+  CHECK_STATUS(pl_loader_set_order(ld, 1, out_of_range, one, 1, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "sample index 30 (position 0) is out of range for 30");
+  CHECK_STATUS(pl_loader_set_order(ld, 1, idx, bad_first, 1, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err); /* still epoch 0's */
+  const uint64_t second[] = {5, 6, 7, 8, 9};
+  check_batch(b, second, 5);
+  pl_batch_release(b, NULL);
+  /* an empty explicit epoch ends at once */
+  CHECK_OK(pl_loader_set_order(ld, 9, NULL, starts, 0, &err), &err);
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+  pl_loader_destroy(ld);
+}
+
+int main(void) {
+  test_whole_batches(0, 0);
+  test_whole_batches(0, 3);
+  test_whole_batches(PL_BATCH_SHARED_MEMORY, 0);
+  test_whole_batches(PL_BATCH_SHARED_MEMORY, 2);
+  test_failure_names_the_cause();
+  test_interrupted_read_is_retried();
+  test_explicit_order(0);
+  test_explicit_order(2);
+  return pl_test_finish("test_batch_callback");
+}
