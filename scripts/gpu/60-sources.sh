@@ -33,7 +33,8 @@ while (($#)); do
 done
 out=${OUT:-$PWD/gpu-out}
 logs=${PL_GPU_LOGS:-$out}
-mkdir -p "$out/sources" "$logs"
+mkdir -p "$out" "$logs"
+[ "$logs" = "$out" ] || mkdir -p "$out/sources"
 PY=${PYTHON:-python3}
 # Debian's python3 has torch where a PATH python3 (pyenv) may not.
 if [ -z "${PYTHON:-}" ] && ! "$PY" -c 'import torch' 2>/dev/null && [ -x /usr/bin/python3 ]; then
@@ -51,11 +52,13 @@ fi
 "$PY" -c "import $peer_mods" || { echo "$PY lacks one of $peer_mods"; exit 1; }
 "$PY" -c 'import torch; print("python", __import__("sys").version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())'
 
-echo "== building the Python package (CUDA backend) $(since)"
+echo "== building the Python package (CUDA backend where the toolkit is) $(since)"
 target=$(mktemp -d /tmp/pinloader-py60.XXXXXX)
+piplog=$logs/60-pip.log # not among the results when they are the same folder
+[ "$logs" != "$out" ] || piplog=$target.pip.log
 if ! PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$PY" -m pip install -q --no-index \
-     --no-build-isolation --no-deps --target "$target" . >"$logs/60-pip.log" 2>&1; then
-  echo "python build failed:"; tail -n 40 "$logs/60-pip.log"; exit 1
+     --no-build-isolation --no-deps --target "$target" . >"$piplog" 2>&1; then
+  echo "python build failed:"; tail -n 40 "$piplog"; exit 1
 fi
 export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
 # The module must have the codecs and the CUDA backend, or the numbers are
@@ -83,14 +86,16 @@ step() { # name timeout args...
   return $r
 }
 # $tv unquoted: empty on the CPU.
-if step "images quick" 120 bench/images_vs_torch.py --quick --device "$device" $tv; then
-  ((quick_only)) || step "images full" 420 bench/images_vs_torch.py --device "$device" $tv
+if step "images quick" 60 bench/images_vs_torch.py --quick --device "$device" $tv; then
+  ((quick_only)) || step "images full" 300 bench/images_vs_torch.py --device "$device" $tv
 fi
-if step "tokens quick" 60 bench/tokens_vs_nanogpt.py --quick --device "$device"; then
-  ((quick_only)) || step "tokens full" 180 bench/tokens_vs_nanogpt.py --device "$device"
+if step "tokens quick" 45 bench/tokens_vs_nanogpt.py --quick --device "$device"; then
+  ((quick_only)) || step "tokens full" 150 bench/tokens_vs_nanogpt.py --device "$device"
 fi
-cp "$logs"/images-*.json "$logs"/images-*.md "$logs"/tokens-*.json "$logs"/tokens-*.md \
-  "$out/sources/" 2>/dev/null
+if [ "$logs" != "$out" ]; then
+  cp "$logs"/images-*.json "$logs"/images-*.md "$logs"/tokens-*.json "$logs"/tokens-*.md \
+    "$out/sources/" 2>/dev/null
+fi
 rm -rf "$target"
 echo "60-sources total $(since)"
 exit $rc
