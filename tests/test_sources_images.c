@@ -237,9 +237,58 @@ static void test_scratch_reuse(void) {
   pl_dataset_destroy(ds);
 }
 
+#ifdef PL_FAULT_INJECTION
+#include "core/fault.h"
+
+/* Each of a read's allocations failing in turn gives PL_NO_MEMORY naming
+ * the cause, and the next read (buffers regrown) the exact bytes. */
+static void test_alloc_faults(void) {
+  char root[512], cls[600], p[700], spec[800];
+  snprintf(root, sizeof root, "%s", pl_test_path("faults"));
+  snprintf(cls, sizeof cls, "%s/c", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  snprintf(p, sizeof p, "%s/a.png", cls);
+  write_png(p, 50, 40);
+  snprintf(spec, sizeof spec, "images:%s?size=16", root);
+  pl_sample_ctx ctx = {1, 0, NULL};
+  uint8_t want[3 * 16 * 16], got[3 * 16 * 16];
+  int64_t label;
+  pl_error err;
+  pl_dataset *ds = NULL;
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  if (!ds)
+    return;
+  void *dw[2] = {want, &label}, *dg[2] = {got, &label};
+  CHECK_OK(pl_dataset_read_sample(ds, 0, &ctx, dw, &err), &err);
+  pl_dataset_destroy(ds);
+  int failed = 0;
+  for (long k = 0; k < 16; k++) {
+    CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+    if (!ds)
+      return;
+    pl_fault_arm(PL_FAULT_ALLOC, k, 1);
+    pl_status s = pl_dataset_read_sample(ds, 0, &ctx, dg, &err);
+    pl_fault_reset();
+    if (s != PL_OK) {
+      CHECK_STATUS(s, PL_NO_MEMORY, &err);
+      CHECK_MSG(&err, "out of memory");
+      failed++;
+    }
+    memset(got, 0, sizeof got);
+    CHECK_OK(pl_dataset_read_sample(ds, 0, &ctx, dg, &err), &err);
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    pl_dataset_destroy(ds);
+  }
+  CHECK(failed >= 5); /* scratch, file, pixels, row, job, weights, rows */
+}
+#endif
+
 int main(void) {
   test_exact_png_and_errors();
   test_scratch_reuse();
+#ifdef PL_FAULT_INJECTION
+  test_alloc_faults();
+#endif
   return pl_test_finish("test_sources_images");
 }
 #endif /* PL_HAVE_PNG */

@@ -11,7 +11,7 @@ void *pl_scratch_get(pl_scratch *s, int slot, size_t n) {
   size_t want = PL_MAX(n, s->cap[slot] + s->cap[slot] / 2);
   want = pl_align_up(PL_MAX(want, 64), 64);
   void *p = NULL;
-  if (want < n || posix_memalign(&p, 64, want) != 0)
+  if (want < n || PL_FAULT(PL_FAULT_ALLOC) || posix_memalign(&p, 64, want))
     p = NULL;
   s->buf[slot] = p;
   s->cap[slot] = p ? want : 0;
@@ -37,7 +37,7 @@ pl_scratch *pl_scratch_take(pl_scratch_pool *p) {
   if (s)
     p->free_list = s->next;
   pthread_mutex_unlock(&p->mu);
-  return s ? s : calloc(1, sizeof *s);
+  return s ? s : pl_calloc(1, sizeof *s);
 }
 
 void pl_scratch_give(pl_scratch_pool *p, pl_scratch *s) {

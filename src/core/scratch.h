@@ -12,7 +12,8 @@
  * recently given (its buffers are warm in cache), and frees them all at
  * destroy. Buffers grown past PL_SCRATCH_KEEP_BYTES for one odd sample (a
  * 100-megapixel image) are freed when the scratch is given back, so the
- * pool's memory stays what typical samples need. */
+ * pool's memory stays what typical samples need. Allocations go through
+ * the fault-injection build's PL_FAULT_ALLOC. */
 #ifndef PL_SCRATCH_H
 #define PL_SCRATCH_H
 

@@ -87,10 +87,12 @@ typedef struct jpeg_fail {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
   char msg[JMSG_LENGTH_MAX];
+  bool oom; /* libjpeg ran out of memory: not the file's fault */
 } jpeg_fail;
 
 static void jpeg_on_error(j_common_ptr c) {
   jpeg_fail *f = (jpeg_fail *)c->err;
+  f->oom = c->err->msg_code == JERR_OUT_OF_MEMORY;
   (*c->err->format_message)(c, f->msg);
   longjmp(f->jump, 1);
 }
@@ -199,7 +201,8 @@ static pl_status decode_jpeg(const uint8_t *data, size_t n, const char *path,
   if (setjmp(j->fail.jump) == 0)
     jpeg_run(j, data, n, path, plan, user, d, &st, err);
   else
-    st = pl_errorf(err, PL_FORMAT, "%s: JPEG: %s", path, j->fail.msg);
+    st = pl_errorf(err, j->fail.oom ? PL_NO_MEMORY : PL_FORMAT,
+                   "%s: JPEG: %s", path, j->fail.msg);
   jpeg_destroy_decompress(&j->ci); /* also after a partial decode */
   return st;
 }
@@ -214,6 +217,7 @@ typedef struct png_job {
   char msg[200];
   pl_scratch *scratch;
   uint8_t *row;
+  bool oom; /* the longjmp was for our allocation, not the file */
 } png_job;
 
 static void png_on_error(png_structp p, png_const_charp msg) {
@@ -260,8 +264,10 @@ static void png_rows(png_structp p, png_infop info, png_job *j,
         full ? pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROWS,
                               d->height * sizeof *rows)
              : NULL;
-    if (!rows)
+    if (!rows) {
+      j->oom = true;
       png_error(p, "out of memory");
+    }
     for (uint32_t r = 0; r < d->height; r++)
       rows[r] = full + r * stride;
     png_read_image(p, rows);
@@ -271,8 +277,10 @@ static void png_rows(png_structp p, png_infop info, png_job *j,
              (size_t)pl->w * 3);
     return;
   }
-  if (!(j->row = pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROW, stride)))
+  if (!(j->row = pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROW, stride))) {
+    j->oom = true;
     png_error(p, "out of memory");
+  }
   for (uint32_t r = 0; r < pl->y + pl->h; r++) {
     png_read_row(p, j->row, NULL);
     if (r >= pl->y)
@@ -324,7 +332,8 @@ static pl_status decode_png(const uint8_t *data, size_t n, const char *path,
   else if (setjmp(png_jmpbuf(p)) == 0)
     png_run(p, info, j, path, plan, user, d, &st, err);
   else
-    st = pl_errorf(err, PL_FORMAT, "%s: PNG: %s", path, j->msg);
+    st = pl_errorf(err, j->oom ? PL_NO_MEMORY : PL_FORMAT, "%s: PNG: %s",
+                   path, j->msg);
   png_destroy_read_struct(p ? &p : NULL, info ? &info : NULL, NULL);
   return st;
 }
