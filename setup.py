@@ -89,23 +89,31 @@ def codec_archives(build_dir):
     """Debian's libjpeg.a and libpng16.a, linked into the module so that it
     runs where the packages are missing (see CMakeLists.txt: each archive's
     one reference to glibc's stderr is renamed to pinloader's hidden
-    pl_codec_stderr in a copy). [(macro, archive)] for those found."""
+    pl_codec_stderr in a copy). A bundle of the same headers and archives
+    (scripts/codecs-bundle.sh: PL_CODECS_DIR, else .data/codecs) is looked
+    at first: the GPU box has no -dev packages. [(macro, archive, include
+    dir)] for those found."""
     import shutil
     import subprocess
 
+    bundle = os.environ.get("PL_CODECS_DIR") or os.path.join(HERE, ".data", "codecs")
+    incs = [os.path.join(bundle, "include"), "/usr/include"]
+    libdirs = [os.path.join(bundle, "lib"), "/usr/lib/x86_64-linux-gnu",
+               "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
     found = []
     objcopy = shutil.which("objcopy")
     for macro, header, names in (("PL_HAVE_JPEG", "jpeglib.h", ("libjpeg.a",)),
                                  ("PL_HAVE_PNG", "png.h", ("libpng16.a", "libpng.a"))):
-        if not os.path.isfile(os.path.join("/usr/include", header)):
+        inc = next((i for i in incs if os.path.isfile(os.path.join(i, header))), None)
+        if inc is None:
             continue
-        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        for d in libdirs:
             lib = next((os.path.join(d, n) for n in names if os.path.isfile(os.path.join(d, n))), None)
             if lib and objcopy:
                 os.makedirs(build_dir, exist_ok=True)
                 out = os.path.join(build_dir, os.path.basename(lib))
                 subprocess.check_call([objcopy, "--redefine-sym", "stderr=pl_codec_stderr", lib, out])
-                found.append((macro, out))
+                found.append((macro, out, inc))
                 break
     return found
 
@@ -123,9 +131,11 @@ def extension():
     libraries = ["z", "m", "pthread"]
     extra_objects = []
     link_args = ["-Wl,--exclude-libs,libjpeg.a:libpng16.a:libpng.a"]
-    for macro, archive in codec_archives(os.path.join(HERE, "build-python", "codecs")):
+    for macro, archive, inc in codec_archives(os.path.join(HERE, "build-python", "codecs")):
         macros.append((macro, "1"))
         extra_objects.append(archive)
+        if inc != "/usr/include" and inc not in include_dirs:
+            include_dirs.append(inc)
     if cuda:
         inc, lib, _ = cuda
         include_dirs.append(inc)

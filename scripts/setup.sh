@@ -19,3 +19,6 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
+# The codecs' headers and archives, for builds on the GPU box (no -dev
+# packages there): .data/codecs travels with the device call's .data.
+"$(dirname "$0")/codecs-bundle.sh" >/dev/null

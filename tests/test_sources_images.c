@@ -6,6 +6,13 @@
 #include "data/dataset.h"
 #include "testutil.h"
 
+#ifndef PL_HAVE_PNG
+int main(void) {
+  printf("test_sources_images: built without the image codecs, skipped\n");
+  return 77;
+}
+#else
+
 #include <png.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -135,7 +142,153 @@ static void test_exact_png_and_errors(void) {
   CHECK_MSG(&err, "/nonexistent/dir: No such file or directory");
 }
 
+/* Image i of the reuse test: w x h by i. */
+static void reuse_size(uint32_t i, uint32_t *w, uint32_t *h) {
+  *w = 20 + (i * 67) % 300;
+  *h = 17 + (i * 41) % 200;
+}
+
+enum { REUSE_N = 12, REUSE_S = 20, REUSE_IMG = 3 * REUSE_S * REUSE_S };
+
+/* Sample i of spec read from a fresh dataset each (a fresh scratch), for
+ * i < n; sample `bad` must fail. */
+static void fresh_reads(const char *spec, uint32_t n, uint32_t bad,
+                        const pl_sample_ctx *ctx,
+                        uint8_t (*want)[REUSE_IMG]) {
+  pl_error err;
+  for (uint32_t i = 0; i < n; i++) {
+    pl_dataset *ds = NULL;
+    CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+    int64_t label;
+    void *dst[2] = {want[i], &label};
+    if (ds)
+      CHECK_STATUS(pl_dataset_read_sample(ds, i, ctx, dst, &err),
+                   i == bad ? PL_FORMAT : PL_OK, &err);
+    pl_dataset_destroy(ds);
+  }
+}
+
+/* Decode buffers are reused from sample to sample (a pool of scratches in
+ * the dataset): reads of big and small images interleaved, from one
+ * thread or from loader workers, give exactly the bytes of a fresh
+ * dataset's read, and a failed read in between leaves no trace. */
+static void test_scratch_reuse(void) {
+  enum { N = REUSE_N, IMG = REUSE_IMG };
+  char root[512], cls[600], p[700], spec[800];
+  snprintf(root, sizeof root, "%s", pl_test_path("reuse"));
+  snprintf(cls, sizeof cls, "%s/c", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  for (uint32_t i = 0; i < N; i++) {
+    uint32_t w, h;
+    reuse_size(i, &w, &h);
+    snprintf(p, sizeof p, "%s/%02u.png", cls, i);
+    if (i == 5)
+      CHECK(pl_test_write_file(p, "\x89PNG\r\n\x1a\n\0", 9) == 0);
+    else
+      write_png(p, w, h);
+  }
+  snprintf(spec, sizeof spec, "images:%s?size=%d", root, REUSE_S);
+  static uint8_t want[N][IMG];
+  pl_sample_ctx ctx = {7, 3, NULL};
+  fresh_reads(spec, N, 5, &ctx, want);
+  pl_error err;
+  pl_dataset *ds = NULL;
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  if (!ds)
+    return;
+  int bad = 0;
+  for (uint32_t k = 0; k < 3 * N; k++) { /* big and small interleaved */
+    uint32_t i = (k * 7) % N;
+    uint8_t got[IMG];
+    int64_t label;
+    void *dst[2] = {got, &label};
+    pl_status st = pl_dataset_read_sample(ds, i, &ctx, dst, &err);
+    CHECK_STATUS(st, i == 5 ? PL_FORMAT : PL_OK, &err);
+    bad += st == PL_OK && memcmp(got, want[i], IMG) != 0;
+  }
+  CHECK_EQ_U64(bad, 0);
+  pl_dataset_destroy(ds);
+  /* Three workers share the pool (the broken file gone). */
+  snprintf(p, sizeof p, "%s/05.png", cls);
+  CHECK(unlink(p) == 0);
+  fresh_reads(spec, N - 1, N, &ctx, want);
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  if (!ds)
+    return;
+  pl_loader_config c;
+  pl_loader_config_init(&c);
+  c.batch_size = 2, c.num_workers = 3, c.seed = 7, c.epoch = 3;
+  c.shuffle = 1, c.device = PL_DEVICE_CPU;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(ds, &c, &ld, &err), &err);
+  pl_batch *b;
+  uint64_t seen = 0;
+  while (ld && pl_loader_next(ld, &b, &err) == PL_OK) {
+    for (uint32_t j = 0; j < pl_batch_size(b); j++) {
+      uint64_t idx = pl_batch_sample_index(b, j);
+      const uint8_t *img = (const uint8_t *)pl_batch_data(b, 0) + j * IMG;
+      CHECK(idx < N - 1 && memcmp(img, want[idx], IMG) == 0);
+      seen++;
+    }
+    pl_batch_release(b, NULL);
+  }
+  CHECK_EQ_U64(seen, N - 1);
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+}
+
+#ifdef PL_FAULT_INJECTION
+#include "core/fault.h"
+
+/* Each of a read's allocations failing in turn gives PL_NO_MEMORY naming
+ * the cause, and the next read (buffers regrown) the exact bytes. */
+static void test_alloc_faults(void) {
+  char root[512], cls[600], p[700], spec[800];
+  snprintf(root, sizeof root, "%s", pl_test_path("faults"));
+  snprintf(cls, sizeof cls, "%s/c", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  snprintf(p, sizeof p, "%s/a.png", cls);
+  write_png(p, 50, 40);
+  snprintf(spec, sizeof spec, "images:%s?size=16", root);
+  pl_sample_ctx ctx = {1, 0, NULL};
+  uint8_t want[3 * 16 * 16], got[3 * 16 * 16];
+  int64_t label;
+  pl_error err;
+  pl_dataset *ds = NULL;
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  if (!ds)
+    return;
+  void *dw[2] = {want, &label}, *dg[2] = {got, &label};
+  CHECK_OK(pl_dataset_read_sample(ds, 0, &ctx, dw, &err), &err);
+  pl_dataset_destroy(ds);
+  int failed = 0;
+  for (long k = 0; k < 16; k++) {
+    CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+    if (!ds)
+      return;
+    pl_fault_arm(PL_FAULT_ALLOC, k, 1);
+    pl_status s = pl_dataset_read_sample(ds, 0, &ctx, dg, &err);
+    pl_fault_reset();
+    if (s != PL_OK) {
+      CHECK_STATUS(s, PL_NO_MEMORY, &err);
+      CHECK_MSG(&err, "out of memory");
+      failed++;
+    }
+    memset(got, 0, sizeof got);
+    CHECK_OK(pl_dataset_read_sample(ds, 0, &ctx, dg, &err), &err);
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    pl_dataset_destroy(ds);
+  }
+  CHECK(failed >= 5); /* scratch, file, pixels, row, job, weights, rows */
+}
+#endif
+
 int main(void) {
   test_exact_png_and_errors();
+  test_scratch_reuse();
+#ifdef PL_FAULT_INJECTION
+  test_alloc_faults();
+#endif
   return pl_test_finish("test_sources_images");
 }
+#endif /* PL_HAVE_PNG */

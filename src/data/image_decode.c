@@ -87,10 +87,12 @@ typedef struct jpeg_fail {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
   char msg[JMSG_LENGTH_MAX];
+  bool oom; /* libjpeg ran out of memory: not the file's fault */
 } jpeg_fail;
 
 static void jpeg_on_error(j_common_ptr c) {
   jpeg_fail *f = (jpeg_fail *)c->err;
+  f->oom = c->err->msg_code == JERR_OUT_OF_MEMORY;
   (*c->err->format_message)(c, f->msg);
   longjmp(f->jump, 1);
 }
@@ -124,6 +126,7 @@ static void cmyk_row_to_rgb(const uint8_t *in, uint8_t *out, uint32_t n,
 typedef struct jpeg_job {
   struct jpeg_decompress_struct ci;
   jpeg_fail fail;
+  pl_scratch *scratch;
   uint8_t *row; /* CMYK staging row */
 } jpeg_job;
 
@@ -167,8 +170,11 @@ static void jpeg_run(jpeg_job *j, const uint8_t *data, size_t n,
   d->by = y0;
   d->bw = cw;
   d->bh = y1 - y0;
-  d->rgb = malloc((size_t)d->bw * d->bh * 3);
-  j->row = cmyk ? malloc((size_t)d->bw * 4) : NULL;
+  d->rgb = pl_scratch_get(j->scratch, PL_DECODE_SLOT_PIXELS,
+                          (size_t)d->bw * d->bh * 3);
+  j->row = cmyk ? pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROW,
+                                 (size_t)d->bw * 4)
+                : NULL;
   if (!d->rgb || (cmyk && !j->row)) {
     *st = pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decoding", path);
     return;
@@ -180,11 +186,13 @@ static void jpeg_run(jpeg_job *j, const uint8_t *data, size_t n,
 }
 
 static pl_status decode_jpeg(const uint8_t *data, size_t n, const char *path,
-                             pl_plan_fn plan, void *user, pl_decoded *d,
-                             pl_error *err) {
-  jpeg_job *j = calloc(1, sizeof *j);
+                             pl_plan_fn plan, void *user, pl_scratch *sc,
+                             pl_decoded *d, pl_error *err) {
+  jpeg_job *j = pl_scratch_get(sc, PL_DECODE_SLOT_JOB, sizeof *j);
   if (!j)
     return pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decoding", path);
+  memset(j, 0, sizeof *j);
+  j->scratch = sc;
   pl_status st = PL_FORMAT;
   j->ci.err = jpeg_std_error(&j->fail.pub);
   j->fail.pub.error_exit = jpeg_on_error;
@@ -193,10 +201,9 @@ static pl_status decode_jpeg(const uint8_t *data, size_t n, const char *path,
   if (setjmp(j->fail.jump) == 0)
     jpeg_run(j, data, n, path, plan, user, d, &st, err);
   else
-    st = pl_errorf(err, PL_FORMAT, "%s: JPEG: %s", path, j->fail.msg);
+    st = pl_errorf(err, j->fail.oom ? PL_NO_MEMORY : PL_FORMAT,
+                   "%s: JPEG: %s", path, j->fail.msg);
   jpeg_destroy_decompress(&j->ci); /* also after a partial decode */
-  free(j->row);
-  free(j);
   return st;
 }
 #endif /* PL_HAVE_JPEG */
@@ -208,7 +215,9 @@ typedef struct png_job {
   const uint8_t *data;
   size_t n, pos;
   char msg[200];
-  uint8_t *row, *full;
+  pl_scratch *scratch;
+  uint8_t *row;
+  bool oom; /* the longjmp was for our allocation, not the file */
 } png_job;
 
 static void png_on_error(png_structp p, png_const_charp msg) {
@@ -249,22 +258,29 @@ static void png_rows(png_structp p, png_infop info, png_job *j,
   if (png_get_rowbytes(p, info) != stride)
     png_error(p, "unexpected row size after conversion to RGB");
   if (passes > 1) {
-    j->full = malloc(stride * d->height);
-    png_bytep *rows = j->full ? malloc(d->height * sizeof *rows) : NULL;
-    if (!rows)
+    uint8_t *full = pl_scratch_get(j->scratch, PL_DECODE_SLOT_FULL,
+                                   stride * d->height);
+    png_bytep *rows =
+        full ? pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROWS,
+                              d->height * sizeof *rows)
+             : NULL;
+    if (!rows) {
+      j->oom = true;
       png_error(p, "out of memory");
+    }
     for (uint32_t r = 0; r < d->height; r++)
-      rows[r] = j->full + r * stride;
-    j->row = (uint8_t *)rows; /* freed with the job */
+      rows[r] = full + r * stride;
     png_read_image(p, rows);
     for (uint32_t r = 0; r < pl->h; r++)
       memcpy(d->rgb + (size_t)r * pl->w * 3,
-             j->full + (pl->y + r) * stride + (size_t)pl->x * 3,
+             full + (pl->y + r) * stride + (size_t)pl->x * 3,
              (size_t)pl->w * 3);
     return;
   }
-  if (!(j->row = malloc(stride)))
+  if (!(j->row = pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROW, stride))) {
+    j->oom = true;
     png_error(p, "out of memory");
+  }
   for (uint32_t r = 0; r < pl->y + pl->h; r++) {
     png_read_row(p, j->row, NULL);
     if (r >= pl->y)
@@ -290,7 +306,8 @@ static void png_run(png_structp p, png_infop info, png_job *j,
   d->by = d->plan.y;
   d->bw = d->plan.w;
   d->bh = d->plan.h;
-  if (!(d->rgb = malloc((size_t)d->bw * d->bh * 3))) {
+  if (!(d->rgb = pl_scratch_get(j->scratch, PL_DECODE_SLOT_PIXELS,
+                                (size_t)d->bw * d->bh * 3))) {
     *st = pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decoding", path);
     return;
   }
@@ -300,12 +317,12 @@ static void png_run(png_structp p, png_infop info, png_job *j,
 }
 
 static pl_status decode_png(const uint8_t *data, size_t n, const char *path,
-                            pl_plan_fn plan, void *user, pl_decoded *d,
-                            pl_error *err) {
-  png_job *j = calloc(1, sizeof *j);
+                            pl_plan_fn plan, void *user, pl_scratch *sc,
+                            pl_decoded *d, pl_error *err) {
+  png_job *j = pl_scratch_get(sc, PL_DECODE_SLOT_JOB, sizeof *j);
   if (!j)
     return pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decoding", path);
-  *j = (png_job){.data = data, .n = n};
+  *j = (png_job){.data = data, .n = n, .scratch = sc};
   png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, j,
                                          png_on_error, png_on_warning);
   png_infop info = p ? png_create_info_struct(p) : NULL;
@@ -315,25 +332,23 @@ static pl_status decode_png(const uint8_t *data, size_t n, const char *path,
   else if (setjmp(png_jmpbuf(p)) == 0)
     png_run(p, info, j, path, plan, user, d, &st, err);
   else
-    st = pl_errorf(err, PL_FORMAT, "%s: PNG: %s", path, j->msg);
+    st = pl_errorf(err, j->oom ? PL_NO_MEMORY : PL_FORMAT, "%s: PNG: %s",
+                   path, j->msg);
   png_destroy_read_struct(p ? &p : NULL, info ? &info : NULL, NULL);
-  free(j->row);
-  free(j->full);
-  free(j);
   return st;
 }
 #endif /* PL_HAVE_PNG */
 
 pl_status pl_image_decode(const uint8_t *data, size_t n, const char *path,
-                          pl_plan_fn plan, void *user, pl_decoded *out,
-                          pl_error *err) {
+                          pl_plan_fn plan, void *user, pl_scratch *scratch,
+                          pl_decoded *out, pl_error *err) {
   memset(out, 0, sizeof *out);
   bool jpeg = n >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
   bool png = n >= 8 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8);
   pl_status s;
   if (jpeg) {
 #ifdef PL_HAVE_JPEG
-    s = decode_jpeg(data, n, path, plan, user, out, err);
+    s = decode_jpeg(data, n, path, plan, user, scratch, out, err);
 #else
     s = pl_errorf(err, PL_UNSUPPORTED,
                   "%s: this build has no JPEG decoder (install "
@@ -341,7 +356,7 @@ pl_status pl_image_decode(const uint8_t *data, size_t n, const char *path,
 #endif
   } else if (png) {
 #ifdef PL_HAVE_PNG
-    s = decode_png(data, n, path, plan, user, out, err);
+    s = decode_png(data, n, path, plan, user, scratch, out, err);
 #else
     s = pl_errorf(err, PL_UNSUPPORTED,
                   "%s: this build has no PNG decoder (install libpng-dev "
@@ -355,9 +370,7 @@ pl_status pl_image_decode(const uint8_t *data, size_t n, const char *path,
                   "%s: not a JPEG or PNG file (it begins %02x %02x %02x "
                   "%02x)", path, data[0], data[1], data[2], data[3]);
   }
-  if (s != PL_OK) {
-    free(out->rgb);
-    memset(out, 0, sizeof *out);
-  }
+  if (s != PL_OK)
+    memset(out, 0, sizeof *out); /* its pixels are the scratch's */
   return s;
 }

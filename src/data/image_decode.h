@@ -13,6 +13,7 @@
 #define PL_IMAGE_DECODE_H
 
 #include "core/common.h"
+#include "core/scratch.h"
 
 /* The most pixels an image may have (a guard against absurd headers). */
 #define PL_IMAGE_MAX_PIXELS (1ull << 27)
@@ -27,8 +28,20 @@ typedef struct pl_decode_plan {
 typedef void (*pl_plan_fn)(void *user, uint32_t width, uint32_t height,
                            uint32_t max_denom, pl_decode_plan *plan);
 
+/* The scratch slots the decoder uses; a caller's own start at
+ * PL_DECODE_SLOTS. */
+enum {
+  PL_DECODE_SLOT_PIXELS = 0, /* pl_decoded.rgb */
+  PL_DECODE_SLOT_JOB,        /* the codec's state */
+  PL_DECODE_SLOT_ROW,        /* a CMYK or PNG staging row */
+  PL_DECODE_SLOT_FULL,       /* an interlaced PNG, whole */
+  PL_DECODE_SLOT_ROWS,       /* its row pointers */
+  PL_DECODE_SLOTS
+};
+
 typedef struct pl_decoded {
-  uint8_t *rgb;           /* bw x bh x 3, malloc'ed (free it) */
+  uint8_t *rgb;           /* bw x bh x 3, in the scratch (valid until its
+                             next use; not to be freed) */
   uint32_t bw, bh;        /* buffer size */
   uint32_t bx, by;        /* buffer origin in the scaled image */
   uint32_t sw, sh;        /* the scaled image's size */
@@ -36,10 +49,12 @@ typedef struct pl_decoded {
   pl_decode_plan plan;    /* as applied */
 } pl_decoded;
 
-/* Decodes data[0..n) (JPEG or PNG, told apart by their signatures). */
+/* Decodes data[0..n) (JPEG or PNG, told apart by their signatures), its
+ * buffers from slots 0..PL_DECODE_SLOTS-1 of `scratch` (no allocation of
+ * ours once they have grown; the codecs' own per-image state remains). */
 pl_status pl_image_decode(const uint8_t *data, size_t n, const char *path,
-                          pl_plan_fn plan, void *user, pl_decoded *out,
-                          pl_error *err);
+                          pl_plan_fn plan, void *user, pl_scratch *scratch,
+                          pl_decoded *out, pl_error *err);
 
 /* Whether this build can decode JPEG / PNG. */
 bool pl_image_have_jpeg(void);

@@ -2,7 +2,6 @@
 #include "data/image_resize.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 #define PRECISION_BITS (32 - 8 - 2)
 
@@ -11,6 +10,7 @@ typedef struct coeffs {
   int ksize;
   int *first, *count;
   int32_t *k; /* out x ksize */
+  double *w;  /* ksize: one pixel's weights before normalizing */
 } coeffs;
 
 static double triangle(double x) {
@@ -18,28 +18,36 @@ static double triangle(double x) {
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-static void coeffs_free(coeffs *c) {
-  free(c->first);
-  free(c->count);
-  free(c->k);
+static int coeffs_ksize(double in0, double in1, int out) {
+  double scale = (in1 - in0) / out;
+  return (int)ceil(scale < 1.0 ? 1.0 : scale) * 2 + 1;
+}
+
+static size_t coeffs_bytes(int ksize, int out) {
+  return (size_t)pl_align_up((uint64_t)out * 2 * sizeof(int), 64) +
+         (size_t)pl_align_up((uint64_t)out * ksize * sizeof(int32_t), 64) +
+         (size_t)ksize * sizeof(double);
+}
+
+/* Points c's arrays into mem (coeffs_bytes of it); returns what follows. */
+static uint8_t *coeffs_carve(coeffs *c, int ksize, int out, uint8_t *mem) {
+  c->ksize = ksize;
+  c->first = (int *)mem;
+  c->count = c->first + out;
+  mem += pl_align_up((uint64_t)out * 2 * sizeof(int), 64);
+  c->k = (int32_t *)mem;
+  mem += pl_align_up((uint64_t)out * ksize * sizeof(int32_t), 64);
+  c->w = (double *)mem;
+  return mem + (size_t)ksize * sizeof(double);
 }
 
 /* PIL's precompute_coeffs + normalize_coeffs_8bpc, with the filter clipped
  * to [lo, hi) instead of [0, size). */
-static bool coeffs_make(double in0, double in1, int lo, int hi, int out,
+static void coeffs_make(double in0, double in1, int lo, int hi, int out,
                         coeffs *c) {
   double scale = (in1 - in0) / out;
   double filterscale = scale < 1.0 ? 1.0 : scale;
-  double support = 1.0 * filterscale;
-  c->ksize = (int)ceil(support) * 2 + 1;
-  c->first = malloc((size_t)out * sizeof *c->first);
-  c->count = malloc((size_t)out * sizeof *c->count);
-  c->k = malloc((size_t)out * (size_t)c->ksize * sizeof *c->k);
-  double *w = malloc((size_t)c->ksize * sizeof *w);
-  if (!c->first || !c->count || !c->k || !w) {
-    free(w);
-    return false;
-  }
+  double support = 1.0 * filterscale, *w = c->w;
   for (int xx = 0; xx < out; xx++) {
     double center = in0 + (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
     int xmin = (int)(center - support + 0.5);
@@ -60,8 +68,6 @@ static bool coeffs_make(double in0, double in1, int lo, int hi, int out,
     c->first[xx] = xmin;
     c->count[xx] = n;
   }
-  free(w);
-  return true;
 }
 
 static uint8_t clip8(int32_t v) {
@@ -118,27 +124,28 @@ static void vertical(const coeffs *cy, const uint8_t *tmp, int r0,
 
 pl_status pl_resize_rgb(const pl_resize_src *s, uint32_t out_w,
                         uint32_t out_h, bool flip, uint8_t *chw,
-                        pl_error *err) {
-  coeffs cx = {0}, cy = {0};
-  uint8_t *tmp = NULL;
-  bool ok = coeffs_make(s->box_x0, s->box_x1, (int)s->x0, (int)s->x1,
-                        (int)out_w, &cx) &&
-            coeffs_make(s->box_y0, s->box_y1, (int)s->y0, (int)s->y1,
-                        (int)out_h, &cy);
-  if (ok) {
-    /* Only the rows the vertical pass reads go through the horizontal. */
-    int r0 = cy.first[0];
-    int r1 = cy.first[out_h - 1] + cy.count[out_h - 1];
-    r1 = r1 > r0 ? r1 : r0 + 1;
-    tmp = malloc((size_t)(r1 - r0) * out_w * 3);
-    ok = tmp != NULL;
-    if (ok) {
-      horizontal(s, &cx, r0, r1, out_w, tmp);
-      vertical(&cy, tmp, r0, out_w, out_h, flip, chw);
-    }
-  }
-  free(tmp);
-  coeffs_free(&cx);
-  coeffs_free(&cy);
-  return ok ? PL_OK : pl_errorf(err, PL_NO_MEMORY, "out of memory resizing");
+                        pl_scratch *scratch, int slot, pl_error *err) {
+  coeffs cx, cy;
+  int kx = coeffs_ksize(s->box_x0, s->box_x1, (int)out_w);
+  int ky = coeffs_ksize(s->box_y0, s->box_y1, (int)out_h);
+  uint8_t *mem = pl_scratch_get(scratch, slot,
+                                coeffs_bytes(kx, (int)out_w) + 64 +
+                                    coeffs_bytes(ky, (int)out_h));
+  if (!mem)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory resizing");
+  mem = coeffs_carve(&cx, kx, (int)out_w, mem);
+  coeffs_carve(&cy, ky, (int)out_h, mem + (64 - (uintptr_t)mem % 64) % 64);
+  coeffs_make(s->box_x0, s->box_x1, (int)s->x0, (int)s->x1, (int)out_w, &cx);
+  coeffs_make(s->box_y0, s->box_y1, (int)s->y0, (int)s->y1, (int)out_h, &cy);
+  /* Only the rows the vertical pass reads go through the horizontal. */
+  int r0 = cy.first[0];
+  int r1 = cy.first[out_h - 1] + cy.count[out_h - 1];
+  r1 = r1 > r0 ? r1 : r0 + 1;
+  uint8_t *tmp = pl_scratch_get(scratch, slot + 1,
+                                (size_t)(r1 - r0) * out_w * 3);
+  if (!tmp)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory resizing");
+  horizontal(s, &cx, r0, r1, out_w, tmp);
+  vertical(&cy, tmp, r0, out_w, out_h, flip, chw);
+  return PL_OK;
 }

@@ -8,6 +8,7 @@
 #define PL_IMAGE_RESIZE_H
 
 #include "core/common.h"
+#include "core/scratch.h"
 
 typedef struct pl_resize_src {
   const uint8_t *rgb; /* interleaved, w x h x 3 */
@@ -19,10 +20,11 @@ typedef struct pl_resize_src {
   uint32_t x0, y0, x1, y1;
 } pl_resize_src;
 
-/* Writes out_h x out_w x 3 planes into chw. PL_NO_MEMORY on allocation
- * failure. */
+/* Writes out_h x out_w x 3 planes into chw, its filter weights and the
+ * horizontal pass's rows in slots `slot` and `slot + 1` of scratch.
+ * PL_NO_MEMORY on allocation failure. */
 pl_status pl_resize_rgb(const pl_resize_src *src, uint32_t out_w,
                         uint32_t out_h, bool flip, uint8_t *chw,
-                        pl_error *err);
+                        pl_scratch *scratch, int slot, pl_error *err);
 
 #endif /* PL_IMAGE_RESIZE_H */

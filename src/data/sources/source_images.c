@@ -36,6 +36,10 @@
 #define MAX_FILE_BYTES (256ull << 20)
 #define MAX_DEPTH 32
 #define SKIP_ATTEMPTS 16
+/* The source's own scratch slots, after the decoder's. */
+#define SLOT_FILE PL_DECODE_SLOTS
+#define SLOT_RESIZE (PL_DECODE_SLOTS + 1) /* and the next */
+_Static_assert(SLOT_RESIZE + 2 <= PL_SCRATCH_SLOTS, "scratch slots");
 
 typedef struct images_impl {
   pl_image_options opt;
@@ -44,6 +48,13 @@ typedef struct images_impl {
   uint64_t *offset; /* n: path i at names + offset[i] */
   int64_t *label;
   atomic_uint_fast64_t replaced;
+  /* Decode and resize buffers, one scratch per concurrent reader: a worker
+   * takes one per sample and gives it back, so after the first samples
+   * nothing of ours is allocated per image. A pool in the dataset rather
+   * than worker-owned memory: any thread may read (loader workers, the
+   * consumer with num_workers 0, Python's ds[i]), the loader needs no
+   * hook, and destroy frees it all. */
+  pl_scratch_pool scratch;
 } images_impl;
 
 void pl_image_options_init(pl_image_options *o) {
@@ -168,8 +179,9 @@ static void plan_decode(void *user, uint32_t W, uint32_t H,
 
 /* ---------------------------------------------------------------- reads */
 
-static pl_status read_file(const char *path, uint8_t **out, size_t *n,
-                           pl_error *err) {
+/* The whole file into the scratch's file slot. */
+static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
+                           size_t *n, pl_error *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return pl_errorf(err, PL_IO, "%s: cannot open: %s", path,
@@ -184,12 +196,13 @@ static pl_status read_file(const char *path, uint8_t **out, size_t *n,
     return s;
   }
   size_t size = (size_t)st.st_size, got = 0;
-  uint8_t *buf = malloc(size ? size : 1);
+  uint8_t *buf = pl_scratch_get(sc, SLOT_FILE, size ? size : 1);
   while (buf && got < size) {
     ssize_t r = read(fd, buf + got, size - got);
+    if (r < 0 && errno == EINTR)
+      continue;
     if (r <= 0) {
       int e = r < 0 ? errno : 0;
-      free(buf);
       close(fd);
       return pl_errorf(err, PL_IO, "%s: read failed: %s", path,
                        e ? strerror(e) : "the file shrank");
@@ -221,25 +234,24 @@ static void resize_source(const pl_decoded *d, const crop_box *b,
 }
 
 static pl_status load_one(const images_impl *im, uint64_t index,
-                          const pl_sample_ctx *ctx, void *const *dst,
-                          pl_error *err) {
+                          const pl_sample_ctx *ctx, pl_scratch *sc,
+                          void *const *dst, pl_error *err) {
   const char *path = im->names + im->offset[index];
   uint8_t *data = NULL;
   size_t n = 0;
-  PL_TRY(read_file(path, &data, &n, err));
+  PL_TRY(read_file(path, sc, &data, &n, err));
   plan_ctx pc = {.im = im,
                  .rng = pl_rng_for(ctx->seed, ctx->epoch, index,
                                    RNG_STREAM_CROP)};
   pl_decoded d;
-  pl_status s = pl_image_decode(data, n, path, plan_decode, &pc, &d, err);
-  free(data);
+  pl_status s =
+      pl_image_decode(data, n, path, plan_decode, &pc, sc, &d, err);
   if (s != PL_OK)
     return s;
   pl_resize_src src;
   resize_source(&d, &pc.box, &src);
   s = pl_resize_rgb(&src, im->opt.size, im->opt.size, pc.box.flip, dst[0],
-                    err);
-  free(d.rgb);
+                    sc, SLOT_RESIZE, err);
   if (s != PL_OK)
     return pl_error_prefix(err, "%s", path);
   memcpy(dst[1], &im->label[index], sizeof(int64_t));
@@ -259,11 +271,10 @@ static void log_replacement(const pl_sample_ctx *ctx, uint64_t index,
            (unsigned long long)index, (unsigned long long)with, why->message);
 }
 
-static pl_status images_read(const pl_dataset *ds, uint64_t index,
-                             const pl_sample_ctx *ctx, void *const *dst,
-                             pl_error *err) {
-  images_impl *im = ds->impl;
-  pl_status s = load_one(im, index, ctx, dst, err);
+static pl_status read_or_replace(images_impl *im, uint64_t index,
+                                 const pl_sample_ctx *ctx, pl_scratch *sc,
+                                 void *const *dst, pl_error *err) {
+  pl_status s = load_one(im, index, ctx, sc, dst, err);
   if (s == PL_OK || im->opt.on_error != PL_IMAGE_ERROR_SKIP ||
       s == PL_NO_MEMORY)
     return s;
@@ -274,7 +285,7 @@ static pl_status images_read(const pl_dataset *ds, uint64_t index,
     uint64_t other = pl_rng_below(&r, im->n - 1);
     other += other >= index;
     pl_error why = *err;
-    if (load_one(im, other, ctx, dst, err) == PL_OK) {
+    if (load_one(im, other, ctx, sc, dst, err) == PL_OK) {
       atomic_fetch_add_explicit(&im->replaced, 1, memory_order_relaxed);
       log_replacement(ctx, index, other, &why);
       return PL_OK;
@@ -282,6 +293,18 @@ static pl_status images_read(const pl_dataset *ds, uint64_t index,
   }
   return pl_error_prefix(err, "no readable replacement after %d tries",
                          SKIP_ATTEMPTS);
+}
+
+static pl_status images_read(const pl_dataset *ds, uint64_t index,
+                             const pl_sample_ctx *ctx, void *const *dst,
+                             pl_error *err) {
+  images_impl *im = ds->impl;
+  pl_scratch *sc = pl_scratch_take(&im->scratch);
+  if (!sc)
+    return pl_errorf(err, PL_NO_MEMORY, "images: out of memory");
+  pl_status s = read_or_replace(im, index, ctx, sc, dst, err);
+  pl_scratch_give(&im->scratch, sc);
+  return s;
 }
 
 static uint64_t images_replaced(const pl_dataset *ds) {
@@ -296,6 +319,7 @@ static void images_destroy(void *p) {
   free(im->names);
   free(im->offset);
   free(im->label);
+  pl_scratch_pool_destroy(&im->scratch);
   free(im);
 }
 
@@ -619,6 +643,7 @@ pl_status pl_dataset_open_images(const char *root_or_list,
     im->opt.resize = (uint32_t)(opt->size / 0.875);
   im->n = l.n, im->names = l.names, im->offset = l.offset, im->label = l.label;
   atomic_init(&im->replaced, 0);
+  pl_scratch_pool_init(&im->scratch);
   pl_field fields[3] = {
       {.name = "image", .dtype = PL_UINT8, .ndim = 3,
        .shape = {3, opt->size, opt->size}},
