@@ -199,7 +199,7 @@ static void test_roundtrip(int pin, int non_blocking) {
   /* One staging buffer was enough: each was idle again before the next. */
   CHECK_EQ_U64(s.pinned_bytes, pin ? pl_pages_size(bytes) : 0);
   CHECK_EQ_U64(s.pinned_fallbacks, 0);
-  CHECK(s.copy_s > 0 && s.copy_s < 10);
+  CHECK(s.copy_s > 0); /* measured: a time, so no bound on it here */
   CHECK(g_log.warnings == 0);
   /* A range outside the buffer is refused. */
   uint8_t one;
