@@ -50,6 +50,31 @@ def library_sources(cuda):
     return [s for s in srcs if not s.startswith(cuda_dir)]
 
 
+def codec_archives(build_dir):
+    """Debian's libjpeg.a and libpng16.a, linked into the module so that it
+    runs where the packages are missing (see CMakeLists.txt: each archive's
+    one reference to glibc's stderr is renamed to pinloader's hidden
+    pl_codec_stderr in a copy). [(macro, archive)] for those found."""
+    import shutil
+    import subprocess
+
+    found = []
+    objcopy = shutil.which("objcopy")
+    for macro, header, names in (("PL_HAVE_JPEG", "jpeglib.h", ("libjpeg.a",)),
+                                 ("PL_HAVE_PNG", "png.h", ("libpng16.a", "libpng.a"))):
+        if not os.path.isfile(os.path.join("/usr/include", header)):
+            continue
+        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+            lib = next((os.path.join(d, n) for n in names if os.path.isfile(os.path.join(d, n))), None)
+            if lib and objcopy:
+                os.makedirs(build_dir, exist_ok=True)
+                out = os.path.join(build_dir, os.path.basename(lib))
+                subprocess.check_call([objcopy, "--redefine-sym", "stderr=pl_codec_stderr", lib, out])
+                found.append((macro, out))
+                break
+    return found
+
+
 def extension():
     cuda = find_cuda()
     sources = ["python/pinloader/_pinloader.c"] + library_sources(cuda is not None)
@@ -60,6 +85,10 @@ def extension():
     macros = [("PL_STATIC_DEFINE", "1")]
     libraries = ["z", "m", "pthread"]
     extra_objects = []
+    link_args = ["-Wl,--exclude-libs,libjpeg.a:libpng16.a:libpng.a"]
+    for macro, archive in codec_archives(os.path.join(HERE, "build-python", "codecs")):
+        macros.append((macro, "1"))
+        extra_objects.append(archive)
     if cuda:
         inc, lib = cuda
         include_dirs.append(inc)
@@ -74,6 +103,7 @@ def extension():
         extra_compile_args=cflags,
         libraries=libraries,
         extra_objects=extra_objects,
+        extra_link_args=link_args,
         depends=glob.glob(os.path.join(HERE, "include", "*.h"))
         + glob.glob(os.path.join(HERE, "src", "**", "*.h"), recursive=True)
         + glob.glob(os.path.join(HERE, "python", "pinloader", "*.h")),
@@ -104,6 +134,8 @@ class build_ext_and_cli(build_ext):
 setup(
     ext_modules=[extension()],
     cmdclass={"build_ext": build_ext_and_cli},
-    # Out of CMake's build/: the Python build lives in build-python/.
-    options={"build": {"build_base": "build-python"}},
+    # Out of CMake's build/: the Python build lives in build-python/ (a
+    # host-only one in build-python-nocuda/, so neither reuses the other's
+    # objects).
+    options={"build": {"build_base": "build-python" if find_cuda() else "build-python-nocuda"}},
 )

@@ -86,30 +86,47 @@ PL_API const char *pl_status_name(pl_status s);
 PL_API const char *pl_status_str(pl_status s);
 
 #define PL_ERROR_MESSAGE_MAX 512
+#define PL_ERROR_PATH_MAX 4096
 
 typedef struct pl_error {
   pl_status status;
   /* e.g. "train-images-idx3-ubyte: offset 16: image data is 47040000 bytes
    * but the file has 1000 left" or "sample 1234: callback returned -1: ..." */
   char message[PL_ERROR_MESSAGE_MAX];
+  /* The same cause as fields, for programs (the message stays the text for
+   * people). Each is "none" unless the error names it, and each survives the
+   * context that later layers prefix to the message. */
+  uint64_t sample_index;        /* the failed sample; UINT64_MAX: none */
+  char path[PL_ERROR_PATH_MAX]; /* the file involved; "": none */
+  int sys_errno;                /* errno of the failed system call; 0: none */
+  int cuda_error;               /* cudaError_t of the failed call; 0: none */
 } pl_error;
 
-/* Sets err to { PL_OK, "" }. */
+/* Sets err to { PL_OK, "", no sample, no path, 0, 0 }. */
 PL_API void pl_error_clear(pl_error *err);
 
 /* ---------------------------------------------------------------- fields */
 
+/* XX(NAME, name, bytes, format, dlpack): the one dtype table. `format` is
+ * the struct-module / buffer-protocol character, `dlpack` the DLDataType
+ * code (0 int, 1 uint, 2 float). The enum, pl_dtype_size, pl_dtype_name and
+ * the Python binding's buffer and DLPack types all come from it. */
+#define PL_DTYPE_MAP(XX)                                                      \
+  XX(UINT8, uint8, 1, 'B', 1)                                                 \
+  XX(INT8, int8, 1, 'b', 0)                                                   \
+  XX(INT16, int16, 2, 'h', 0)                                                 \
+  XX(UINT16, uint16, 2, 'H', 1)                                               \
+  XX(INT32, int32, 4, 'i', 0)                                                 \
+  XX(UINT32, uint32, 4, 'I', 1)                                               \
+  XX(INT64, int64, 8, 'q', 0)                                                 \
+  XX(FLOAT16, float16, 2, 'e', 2)                                             \
+  XX(FLOAT32, float32, 4, 'f', 2)                                             \
+  XX(FLOAT64, float64, 8, 'd', 2)
+
 typedef enum pl_dtype {
-  PL_UINT8 = 0,
-  PL_INT8,
-  PL_INT16,
-  PL_UINT16,
-  PL_INT32,
-  PL_UINT32,
-  PL_INT64,
-  PL_FLOAT16,
-  PL_FLOAT32,
-  PL_FLOAT64,
+#define PL_DTYPE_ENUM_(NAME, name, bytes, format, dlpack) PL_##NAME,
+  PL_DTYPE_MAP(PL_DTYPE_ENUM_)
+#undef PL_DTYPE_ENUM_
   PL_DTYPE_COUNT_
 } pl_dtype;
 
@@ -183,7 +200,107 @@ PL_API pl_status pl_dataset_open_records(const pl_record_format *fmt,
                                          const char *const *paths, int npaths,
                                          pl_dataset **out, pl_error *err);
 
-/* "idx:IMAGES,LABELS" or "cifar10:FILE[,FILE...]", as the CLI's --dataset. */
+/* Token shards for language models (docs/sources.md): nanoGPT's raw .bin
+ * files (uint16, or uint32 with format PL_TOKENS_RAW_U32) and llm.c shards
+ * (a 256 x int32 header: magic 20240520 version 1 for uint16 tokens, magic
+ * 20240801 version 7 for uint32; then the token count's tokens). Each
+ * sample is a window of context + 1 tokens of one shard (never two): field
+ * `x` its first `context` tokens, `y` the same shifted by one. */
+typedef enum pl_tokens_format {
+  PL_TOKENS_AUTO = 0, /* an llm.c header when the magic is there, else raw
+                         uint16 */
+  PL_TOKENS_RAW_U16,
+  PL_TOKENS_RAW_U32,
+  PL_TOKENS_LLMC
+} pl_tokens_format;
+
+typedef struct pl_tokens_options {
+  size_t struct_size;  /* set by _init */
+  uint64_t context;    /* T, tokens in x and in y; required (> 0) */
+  uint64_t samples;    /* > 0: this many windows per epoch, each at a random
+                          offset drawn from (seed, epoch, index) as nanoGPT's
+                          get_batch does; 0: windows stride through each
+                          shard (dataset length = the windows that fit) */
+  uint64_t stride;     /* stride mode: tokens between window starts; 0 means
+                          context (non-overlapping x windows) */
+  pl_dtype dtype;      /* delivered: PL_INT64 (default: torch's embedding
+                          indices), PL_INT32, PL_UINT32, or PL_UINT16 for
+                          uint16 shards */
+  pl_tokens_format format;
+} pl_tokens_options;
+
+PL_API void pl_tokens_options_init(pl_tokens_options *o);
+PL_API pl_status pl_dataset_open_tokens(const char *const *paths, int npaths,
+                                        const pl_tokens_options *opt,
+                                        pl_dataset **out, pl_error *err);
+
+/* NumPy arrays: .npy files (memory-mapped; C order; bool, integers of 8 to
+ * 64 bits, float16/32/64, complex64/128; little- or big-endian) zipped as
+ * the fields of one dataset over their first axis, in the order given,
+ * each field named by its file's stem; a path ending in .npz gives all its
+ * members (stored uncompressed, as np.savez writes) as fields, in the
+ * archive's order. bool is delivered as uint8 (0/1), uint64 as int64 (the
+ * same bytes), complex as float [..., 2] (real, imaginary), big-endian
+ * arrays in host order. Refused: Fortran order, object and structured
+ * dtypes, compressed members (np.savez_compressed), 0-d arrays, first axes
+ * of different lengths. */
+PL_API pl_status pl_dataset_open_npy(const char *const *paths, int npaths,
+                                     pl_dataset **out, pl_error *err);
+
+/* Image folders (docs/sources.md): torchvision's ImageFolder layout
+ * ROOT/CLASS/NAME.jpg|jpeg|png (classes sorted by name, labels their index),
+ * or a list file of "PATH LABEL" lines (paths relative to the list file's
+ * folder unless absolute). JPEG through libjpeg-turbo, PNG through libpng;
+ * grayscale, palette and CMYK become RGB. Fields: `image` uint8 [3, size,
+ * size] (CHW), `label` int64 [], and with crop_field `crop` int32 [5]
+ * (top, left, height, width, flipped) in the source image's pixels. */
+typedef enum pl_image_on_error {
+  PL_IMAGE_ERROR_FAIL = 0, /* a bad file fails its batch, naming the file */
+  PL_IMAGE_ERROR_SKIP      /* replaced by another sample chosen from the
+                              index alone; counted (pl_dataset_replaced) and
+                              logged at WARN through the loader's log hook */
+} pl_image_on_error;
+
+typedef struct pl_image_options {
+  size_t struct_size; /* set by _init */
+  uint32_t size;      /* output height and width; default 224 */
+  int train;          /* 1 (default): RandomResizedCrop(size, scale, ratio)
+                         as torchvision samples it, from (seed, epoch,
+                         index), then a horizontal flip with flip_p; 0:
+                         Resize(resize) of the shorter side + CenterCrop */
+  double scale_min, scale_max; /* crop area share; default 0.08, 1 */
+  double ratio_min, ratio_max; /* crop aspect (w/h); default 3/4, 4/3 */
+  double flip_p;               /* default 0.5 */
+  uint32_t resize;    /* eval: shorter side before the center crop; 0 means
+                         size / 0.875 (256 for 224) */
+  int dct_scaling;    /* JPEG: decode at 1/2, 1/4, 1/8 scale when the crop
+                         stays at least as large as the output; default 1 */
+  int crop_field;     /* add the `crop` field (for checks); default 0 */
+  pl_image_on_error on_error;
+} pl_image_options;
+
+PL_API void pl_image_options_init(pl_image_options *o);
+/* PL_UNSUPPORTED when this build has no JPEG/PNG decoder (the message says
+ * what to install). */
+PL_API pl_status pl_dataset_open_images(const char *root_or_list,
+                                        const pl_image_options *opt,
+                                        pl_dataset **out, pl_error *err);
+
+/* Samples a source replaced (images with PL_IMAGE_ERROR_SKIP); 0 for
+ * sources that never replace. */
+PL_API uint64_t pl_dataset_replaced(const pl_dataset *ds);
+
+/* Any source by kind ("idx", "cifar10", "tokens", "npy", "images"), its
+ * files, and "key=value&key=value" options (NULL or "" for none; the keys
+ * of each kind are listed in docs/sources.md). */
+PL_API pl_status pl_dataset_open(const char *kind, const char *const *paths,
+                                 int npaths, const char *options,
+                                 pl_dataset **out, pl_error *err);
+
+/* A dataset spec, as the CLI's --dataset: KIND:FILE[,FILE...][?OPTIONS],
+ * e.g. "idx:IMAGES,LABELS", "cifar10:FILE[,FILE...]",
+ * "tokens:train.bin?context=1024&samples=100000", "npy:x.npy,y.npy",
+ * "images:ROOT?size=224". */
 PL_API pl_status pl_dataset_open_spec(const char *spec, pl_dataset **out,
                                       pl_error *err);
 
@@ -230,71 +347,187 @@ typedef enum pl_log_level {
 /* Called from any of the loader's threads; must be thread-safe. */
 typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
 
+/* Limits of the loader's options, also stated in PL_OPTION_MAP. */
+#define PL_MAX_WORKERS 1024
+#define PL_MAX_PREFETCH 4096
+#define PL_MAX_BATCH_BUFFERS (1u << 20)
+#define PL_MAX_TIMEOUT_S 1e9
+
+/* The loader's options: the one place each is described. Initialisation
+ * (pl_loader_config_init), validation (pl_loader_create), the option query
+ * (pl_option_info), setting by name (pl_loader_config_set), the CLI's flags
+ * and the Python keyword arguments all come from it.
+ *
+ * XX(name, TYPE, default, min, max, doc): `name` is the pl_loader_config
+ * field, TYPE a pl_option_type without its PL_OPT_ prefix, min and max the
+ * valid range (inclusive). */
+#define PL_OPTION_MAP(XX)                                                     \
+  XX(batch_size, U32, 1, 1, UINT32_MAX, "samples per batch")                  \
+  XX(shuffle, BOOL, 0, 0, 1,                                                  \
+     "shuffle each epoch: a permutation of (seed, epoch)")                    \
+  XX(seed, U64, 0, 0, UINT64_MAX, "the shuffle's seed")                       \
+  XX(drop_last, BOOL, 0, 0, 1, "drop the short last batch")                   \
+  XX(num_workers, INT, 0, 0, PL_MAX_WORKERS,                                  \
+     "worker threads; 0 loads in the consumer's thread")                      \
+  XX(prefetch, INT, 0, 0, PL_MAX_PREFETCH,                                    \
+     "batches in flight ahead of the consumer; 0: 2 per worker, at least 2")  \
+  XX(device, DEVICE, PL_DEVICE_AUTO, PL_DEVICE_AUTO, PL_DEVICE_CUDA,          \
+     "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N")            \
+  XX(device_index, INT, 0, 0, INT32_MAX, "the CUDA device's ordinal")         \
+  XX(pin_memory, BOOL, 1, 0, 1, "stage batches in page-locked memory (CUDA)") \
+  XX(non_blocking, BOOL, 1, 0, 1,                                             \
+     "copy asynchronously, ordered by events (CUDA)")                         \
+  XX(pinned_budget, BYTES, 0, 0, UINT64_MAX,                                  \
+     "page-locked bytes the loader may hold; 0: what prefetch needs")         \
+  XX(max_batch_buffers, U64, 0, 0, PL_MAX_BATCH_BUFFERS,                      \
+     "batch buffers the pool may grow to, counting batches the consumer "     \
+     "holds; 0: prefetch + 2 + num_workers")                                  \
+  XX(direct_copy, BOOL, 0, 0, 1,                                              \
+     "CUDA: copy fields of 64 KiB and more per sample straight from the "     \
+     "page-locked data files (IDX, records), with no gather")                 \
+  XX(copy_chunk_bytes, BYTES, 0, 0, UINT64_MAX,                               \
+     "CUDA: gather batches over twice this size in chunks of about this "     \
+     "size; 0: 4 MiB, max (or off): whole batches")                           \
+  XX(rank, U32, 0, 0, UINT32_MAX - 1,                                         \
+     "this process's shard, below world_size (as torch's "                    \
+     "DistributedSampler)")                                                   \
+  XX(world_size, U32, 1, 1, UINT32_MAX,                                       \
+     "processes the data set is sharded over")                                \
+  XX(epoch, U64, 0, 0, UINT64_MAX, "the first epoch to load")                 \
+  XX(timeout_s, REAL, 0, 0, PL_MAX_TIMEOUT_S,                                 \
+     "seconds a sample may take to load before its batch fails with "         \
+     "PL_TIMEOUT; 0: forever (needs num_workers > 0)")                        \
+  XX(log_level, LOG_LEVEL, PL_LOG_INFO, PL_LOG_DEBUG, PL_LOG_ERROR,           \
+     "least level passed to the log hook: debug, info, warn or error")
+
+/* What an option holds, and how pl_loader_config_set reads its text. */
+typedef enum pl_option_type {
+  PL_OPT_BOOL,      /* int 0 or 1; text 1/0, true/false, yes/no, on/off */
+  PL_OPT_INT,       /* int; text: decimal digits */
+  PL_OPT_U32,       /* uint32_t; text: decimal digits or "max" */
+  PL_OPT_U64,       /* uint64_t; text: decimal digits or "max" */
+  PL_OPT_BYTES,     /* uint64_t; text: digits with an optional K, M, G or T
+                       (powers of 1024) suffix, or "max" / "off" */
+  PL_OPT_REAL,      /* double; text: a finite decimal number */
+  PL_OPT_DEVICE,    /* pl_device_kind; text: auto, cpu, cuda or cuda:N (which
+                       also sets device_index) */
+  PL_OPT_LOG_LEVEL  /* pl_log_level; text: debug, info, warn or error */
+} pl_option_type;
+
 typedef struct pl_loader_config {
   size_t struct_size; /* sizeof(pl_loader_config): set by _init */
 
-  uint32_t batch_size; /* samples per batch; default 1 */
-  int shuffle;         /* 0: index order; 1: a permutation of (seed, epoch) */
-  uint64_t seed;       /* default 0 */
-  int drop_last;       /* drop the short last batch; default 0 */
-
-  int num_workers; /* worker threads; 0 loads in the consumer's thread */
-  int prefetch;    /* batches in flight ahead of the consumer (filled or
-                      being filled); 0 means 2 per worker, at least 2 */
-
+  /* The options of PL_OPTION_MAP, which describes each. */
+  uint32_t batch_size;
+  int shuffle;
+  uint64_t seed;
+  int drop_last;
+  int num_workers;
+  int prefetch;
   pl_device_kind device;
-  int device_index;   /* CUDA device ordinal, for PL_DEVICE_CUDA */
-  int pin_memory;     /* stage batches in page-locked memory; default 1 */
-  int non_blocking;   /* copy asynchronously, order by events; default 1 */
-  uint64_t pinned_budget; /* bytes of page-locked memory the loader may hold;
-                             0 means what the prefetch depth needs (and, with
-                             direct_copy, the data files) */
-  uint64_t max_batch_buffers; /* batch buffers the pool may grow to, counting
-                                 batches the consumer holds; 0 means
-                                 prefetch + 2 + num_workers */
-  int direct_copy; /* CUDA: copy fields of 64 KiB or more per sample straight
-                      from the data files, page-locked in place at create,
-                      with no CPU gather (IDX and records sources; default
-                      0). The files count as pinned memory; a pinned_budget
-                      too small for them turns it off, and the log says
-                      why. docs/gpu-engine.md, "Direct mode" */
-  uint64_t copy_chunk_bytes; /* CUDA: a batch of more than twice this is
-                                gathered into small staging chunks of about
-                                this size, each copied as soon as it is full
-                                (while it is still in cache); 0 means 4 MiB,
-                                UINT64_MAX whole batches (docs/gpu-engine.md) */
-
-  /* Sharding: this process is `rank` of `world_size` (default 0 of 1). Each
-   * epoch's global order is split as torch's DistributedSampler does. */
-  uint32_t rank;
+  int device_index;
+  int pin_memory;
+  int non_blocking;
+  uint64_t pinned_budget;     /* the files count too, with direct_copy: a
+                                 budget too small for them turns it off, and
+                                 the log says why (docs/gpu-engine.md) */
+  uint64_t max_batch_buffers;
+  int direct_copy;
+  uint64_t copy_chunk_bytes;
+  uint32_t rank; /* epochs' global orders split as DistributedSampler does */
   uint32_t world_size;
-
-  uint64_t epoch; /* first epoch to load; default 0 */
-
-  double timeout_s; /* a sample read slower than this fails the batch with
-                       PL_TIMEOUT while the consumer waits for it; 0 waits
-                       forever. Needs num_workers > 0: with none, the read
-                       runs in the consumer's own thread */
+  uint64_t epoch;
+  double timeout_s;
 
   pl_log_fn log; /* NULL: messages are dropped */
   void *log_user;
-  pl_log_level log_level; /* least level passed to log; default INFO */
+  pl_log_level log_level;
+
+  /* New fields are only ever appended here: a caller built against an older
+   * header passes its smaller struct_size, and pl_loader_create gives the
+   * fields past it their defaults. */
 } pl_loader_config;
 
-/* Defaults, as documented field by field above. */
+/* The smallest struct_size pl_loader_create accepts: the first published
+ * layout ends with log_level. */
+#define PL_LOADER_CONFIG_MIN_SIZE \
+  (offsetof(pl_loader_config, log_level) + sizeof(pl_log_level))
+
+/* Defaults, as PL_OPTION_MAP gives them; log and log_user NULL. */
 PL_API void pl_loader_config_init(pl_loader_config *cfg);
 
-/* Fills rank, world_size and (for CUDA) device_index from torchrun's RANK,
- * WORLD_SIZE and LOCAL_RANK, or MPI's OMPI_COMM_WORLD_* / PMI_* when set.
- * Returns PL_INVALID_ARGUMENT if a variable is set but malformed. */
+/* One option of PL_OPTION_MAP, for tools and bindings. */
+typedef struct pl_option_info {
+  const char *name;    /* "batch_size": the pl_loader_config field */
+  pl_option_type type;
+  const char *doc;     /* one line */
+  const char *values;  /* DEVICE, LOG_LEVEL: "auto|cpu|cuda|cuda:N"; else
+                          NULL */
+  /* Integer, BOOL, DEVICE and LOG_LEVEL options (enums as their values). */
+  uint64_t def, min, max;
+  /* REAL options; for the others, the integer range as doubles. */
+  double def_real, min_real, max_real;
+} pl_option_info;
+
+/* The number of options; option i (NULL unless 0 <= i < count), in the
+ * table's order, valid for the program's life; the index of `name` or -1. */
+PL_API int pl_option_count(void);
+PL_API const pl_option_info *pl_option_info_at(int i);
+PL_API int pl_option_find(const char *name);
+
+/* Sets option `name` of cfg from text, as a command line or a binding has
+ * it ("256", "64M", "cuda:1", "true"; see pl_option_type), range-checked.
+ * Text a person would not mean as a number is refused (" 1", "+1", "1e3"
+ * for an integer, "0x10"). Errors name the option and its range:
+ * "batch_size must be in [1, 4294967295], got 0"; an unknown name says
+ * "unknown option 'x'". cfg is left unchanged on error. */
+PL_API pl_status pl_loader_config_set(pl_loader_config *cfg, const char *name,
+                                      const char *value, pl_error *err);
+
+/* Option `name` of cfg as text that pl_loader_config_set accepts ("1",
+ * "auto", "0.5"), into buf (NUL-terminated, at most len bytes). */
+PL_API pl_status pl_loader_config_get(const pl_loader_config *cfg,
+                                      const char *name, char *buf, size_t len,
+                                      pl_error *err);
+
+/* Sharding from the launchers' environment: torchrun's RANK, WORLD_SIZE
+ * and LOCAL_RANK, or MPI's OMPI_COMM_WORLD_* / PMI_RANK / PMI_SIZE.
+ *
+ * The rule, field by field: a field the caller set explicitly (named in
+ * `keep`, PL_KEEP_*) wins over the environment.
+ *   - Neither rank nor world_size kept: both come from the environment when
+ *     set (else they stay as cfg has them).
+ *   - world_size kept, rank not: the environment's rank is taken when the
+ *     environment's world size agrees with cfg->world_size (or is not set);
+ *     when it disagrees, PL_INVALID_ARGUMENT naming both: under torchrun,
+ *     an explicit world_size = 2 with WORLD_SIZE = 2 and RANK = 1 loads
+ *     rank 1's shard, not rank 0's.
+ *   - rank kept, world_size not: the environment's world size is taken.
+ *   - both kept: the environment is not read for them.
+ * device_index comes from LOCAL_RANK unless PL_KEEP_DEVICE_INDEX.
+ * Sharding taken from the environment is announced once through cfg's log
+ * hook (INFO): "sharding from the environment: rank 1 of 2 (RANK,
+ * WORLD_SIZE)". A variable that is set but not a plain decimal number, or a
+ * rank not below the world size, is PL_INVALID_ARGUMENT naming the
+ * variables. cfg is left unchanged on error. */
+#define PL_KEEP_RANK 1u
+#define PL_KEEP_WORLD_SIZE 2u
+#define PL_KEEP_DEVICE_INDEX 4u
+PL_API pl_status pl_loader_config_shard_env(pl_loader_config *cfg,
+                                            unsigned keep, pl_error *err);
+
+/* pl_loader_config_shard_env(cfg, 0, err): everything from the environment
+ * where it is set. */
 PL_API pl_status pl_loader_config_from_env(pl_loader_config *cfg,
                                            pl_error *err);
 
 typedef struct pl_loader pl_loader;
 typedef struct pl_batch pl_batch;
 
-/* Validates the configuration, picks the device, starts the workers. The
- * loader keeps a reference to ds. */
+/* Validates the configuration (every option against its range in
+ * PL_OPTION_MAP; cfg->struct_size between PL_LOADER_CONFIG_MIN_SIZE and
+ * sizeof(pl_loader_config)), picks the device, starts the workers. cfg may
+ * be NULL for the defaults. The loader keeps a reference to ds. */
 PL_API pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
                                   pl_loader **out, pl_error *err);
 

@@ -52,7 +52,7 @@ $want"
   fi
   # A bad data set: the example reports it and exits 1.
   "$exe" "cifar10:$T/missing.bin" >/dev/null 2>"$T/err" && fail "$exe: a missing file exited 0"
-  [ "$(cat "$T/err")" = "$T/missing.bin: cannot open: No such file or directory" ] ||
+  [ "$(cat "$T/err")" = "dataset spec 'cifar10:$T/missing.bin': $T/missing.bin: cannot open: No such file or directory" ] ||
     fail "$exe: missing-file message '$(cat "$T/err")'"
 }
 
@@ -72,7 +72,7 @@ same_as_build() {
     cmp -s "$T/w.out" "$T/g.out" && cmp -s "$T/w.err" "$T/g.err" ||
       fail "$exe $a: output differs from build/pinloader's"
   done
-  local keep='^\(device\|checksum\|loaded: [0-9]* samples in [0-9]* batches\)'
+  local keep='^\(device\|checksum: \|loaded: [0-9]* samples in [0-9]* batches\)'
   "$build/pinloader" run --dataset "$spec" --device cpu --quiet --checksum 2>&1 |
     grep -o "$keep[^,]*" >"$T/w.out"
   "$exe" run --dataset "$spec" --device cpu --quiet --checksum 2>&1 | grep -o "$keep[^,]*" >"$T/g.out"

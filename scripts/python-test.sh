@@ -2,7 +2,9 @@
 # Builds the Python package into a scratch directory (not site-packages:
 # Debian's pip refuses that) and runs its tests. Used by scripts/test.sh with
 # Debian's python3 (CPU torch) and by scripts/gpu/30-python.sh on the GPU box.
-# Usage: scripts/python-test.sh [PYTHON]
+# PINLOADER_NO_CUDA=1 builds and tests the host-only extension (no CUDA
+# backend compiled in; scripts/test.sh runs both).
+# Usage: [PINLOADER_NO_CUDA=1] scripts/python-test.sh [PYTHON]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-${PYTHON:-python3}}
@@ -19,6 +21,11 @@ echo "python-test: building the extension with $PY"
 "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$target" .
 export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" -c 'import pinloader; print("pinloader", pinloader.__version__, "| cuda usable:", pinloader.cuda_available())'
+if [[ ${PINLOADER_NO_CUDA:-0} != 0 ]]; then
+  # The host-only build imports (every symbol resolved) and has no CUDA.
+  "$PY" -c 'import pinloader, sys; sys.exit(pinloader.cuda_available())' ||
+    { echo "python-test: PINLOADER_NO_CUDA=1 build reports CUDA" >&2; exit 1; }
+fi
 # From inside python/tests so that `import pinloader` is the installed one.
 cd python/tests
 "$PY" -m pytest -q -p no:cacheprovider -rs .

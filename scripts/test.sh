@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds pinloader and runs every test: the C suite (ctest), the Python
-# package's tests, the suite again under AddressSanitizer + UBSan (with the
+# package's tests, both again built without CUDA, the suite again under AddressSanitizer + UBSan (with the
 # test-only fault injection) and under ThreadSanitizer, and a short fuzzing
 # pass over every parser. GPU tests skip themselves where no GPU is usable.
 set -euo pipefail
@@ -20,6 +20,18 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 if [ -f pyproject.toml ]; then
   step "python package"
   scripts/python-test.sh "$PY"
+fi
+
+# The builds without CUDA: the library's stand-in (src/backend/no_cuda.c)
+# instead of src/backend/cuda/. Release only, not the sanitizer matrix.
+step "build and test without CUDA (CMake -DPL_CUDA=OFF)"
+cmake -S . -B build-nocuda -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPL_CUDA=OFF >/dev/null
+cmake --build build-nocuda -j"$jobs"
+ctest --test-dir build-nocuda --output-on-failure -j"$jobs" -LE gpu
+
+if [ -f pyproject.toml ]; then
+  step "python package without CUDA (PINLOADER_NO_CUDA=1)"
+  PINLOADER_NO_CUDA=1 scripts/python-test.sh "$PY"
 fi
 
 step "installation: cmake --install, the README's C example, pip and a wheel in fresh venvs"

@@ -4,7 +4,7 @@
 # executable, with the CUDA backend and the static CUDA runtime when a
 # toolkit is found (setup.py). A wheel is for one Python version: for the GPU
 # machine (Python 3.12) run e.g. `scripts/wheel.sh /root/.pyenv/versions/3.12.1/bin/python3`,
-# then carry dist/ and run `bash scripts/gpu-check.sh 60` there.
+# then carry dist/ and run `bash scripts/gpu-check.sh 70` there.
 # A Python without setuptools builds in pip's isolated environment (fetches
 # setuptools and wheel from PyPI); one with them builds offline.
 set -euo pipefail

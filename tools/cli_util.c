@@ -13,10 +13,17 @@ double pl_now_cli(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* strtoull and strtol also take " 1", "+1" and " -1" (as 2^64-1). */
+static int starts_plainly(const char *s, int allow_minus) {
+  if (allow_minus && *s == '-')
+    s++;
+  return *s >= '0' && *s <= '9' && !(s[0] == '0' && (s[1] == 'x' || s[1] == 'X'));
+}
+
 int cli_parse_u64(const char *s, uint64_t *out) {
   char *end;
   errno = 0;
-  if (!s || !*s || *s == '-')
+  if (!s || !starts_plainly(s, 0))
     return -1;
   unsigned long long v = strtoull(s, &end, 10);
   if (*end || errno)
@@ -30,6 +37,8 @@ int cli_parse_int(const char *s, int lo, int hi, int *out) {
   errno = 0;
   if (!s || !*s)
     return -1;
+  if (!starts_plainly(s, 1))
+    return -1;
   long v = strtol(s, &end, 10);
   if (*end || errno || v < lo || v > hi)
     return -1;
@@ -41,6 +50,8 @@ int cli_parse_double(const char *s, double *out) {
   char *end;
   errno = 0;
   if (!s || !*s)
+    return -1;
+  if (!starts_plainly(s, 1) && !(s[0] == '.' || (s[0] == '-' && s[1] == '.')))
     return -1;
   double v = strtod(s, &end);
   if (*end || errno || !isfinite(v))

@@ -74,7 +74,7 @@ static int parse_workers_list(const char *s, bench_opts *o) {
   char *save = NULL;
   for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
     int w;
-    if (o->nsweep_workers >= 32 || cli_parse_int(p, 0, 1024, &w))
+    if (o->nsweep_workers >= 32 || cli_parse_int(p, 0, PL_MAX_WORKERS, &w))
       return -1;
     o->sweep_workers[o->nsweep_workers++] = w;
   }
@@ -160,7 +160,7 @@ static int parse_flag(bench_opts *o, int argc, char **argv, int *i) {
   else if (!strcmp(a, "--batch-size"))
     bad = cli_parse_int(v, 1, 1 << 24, &n), o->batch_size = (uint32_t)n;
   else if (!strcmp(a, "--workers"))
-    bad = cli_parse_int(v, 0, 1024, &o->workers);
+    bad = cli_parse_int(v, 0, PL_MAX_WORKERS, &o->workers);
   else if (!strcmp(a, "--epochs"))
     bad = cli_parse_int(v, 1, BENCH_MAX_SEED_EPOCHS, &o->epochs);
   else if (!strcmp(a, "--sweep")) bad = parse_workers_list(v, o);

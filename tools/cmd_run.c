@@ -16,7 +16,8 @@ typedef struct run_opts {
   uint64_t epochs;
   uint64_t max_batches; /* 0: no limit */
   const char *order_out, *save_state, *resume;
-  int checksum, quiet, env_ranks;
+  int checksum, quiet;
+  unsigned shard_keep; /* PL_KEEP_*: sharding given as flags */
 } run_opts;
 
 typedef struct run_totals {
@@ -28,113 +29,67 @@ typedef struct run_totals {
   double checksum_s; /* time spent hashing: not loading, so not in samples/s */
 } run_totals;
 
-static void run_usage(FILE *f) {
-  fprintf(f,
-      "usage: pinloader run [options]\n"
-      "  --dataset SPEC      idx:IMAGES,LABELS or cifar10:FILE[,FILE...]\n"
-      "                      (default: Fashion-MNIST train from " FASHION_DIR ")\n"
-      "  --batch-size N      samples per batch (default 64)\n"
-      "  --workers N         worker threads; 0 loads in this thread (default 2)\n"
-      "  --prefetch N        batches in flight (default 2 per worker)\n"
-      "  --shuffle           shuffle each epoch by (seed, epoch)\n"
-      "  --seed S            shuffle seed (default 0)\n"
-      "  --epochs E          epochs in the whole run (default 1); with --resume\n"
-      "                      it loads what is left of them\n"
-      "  --drop-last         drop the short last batch\n"
-      "  --device D          cpu, cuda or cuda:N (default: cuda if present)\n"
-      "  --no-pin            pageable staging memory (CUDA)\n"
-      "  --sync              wait for each copy before handing out a batch\n"
-      "  --pinned-budget B   page-locked bytes the loader may hold (64M, 4G;\n"
-      "                      default: what the prefetch depth needs)\n"
-      "  --direct            copy samples of 64 KiB and more straight from the\n"
-      "                      data files, page-locked in place (CUDA; the files\n"
-      "                      count against the pinned budget)\n"
-      "  --copy-chunk B      large batches are gathered and copied in chunks\n"
-      "                      of about B bytes (default 4M; off: whole batches)\n"
-      "  --rank R --world-size W   this process's shard (default: from\n"
-      "                      RANK / WORLD_SIZE / LOCAL_RANK when set)\n"
-      "  --max-batches N     stop after N batches\n"
-      "  --save-state FILE   write the loader's position when done\n"
-      "  --resume FILE       start from a saved position\n"
-      "  --timeout SEC       fail a sample that loads longer than this\n"
-      "  --order-out FILE    write delivered dataset indices, one per line\n"
-      "  --checksum          print the FNV-1a checksum of delivered bytes (timed\n"
-      "                      on its own, not counted in samples/s)\n"
-      "  --quiet             no progress bar\n");
-}
+/* The command's own flags; the loader's come from the option table. */
+enum { F_DATASET, F_EPOCHS, F_MAX_BATCHES, F_ORDER_OUT, F_SAVE_STATE,
+       F_RESUME, F_CHECKSUM, F_QUIET };
+static const cli_flag run_flags[] = {
+    {"dataset", "SPEC", "idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
+     "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...] or "
+     "images:ROOT[?size=224] (options: docs/sources.md; "
+     "default: Fashion-MNIST train from " FASHION_DIR ")", F_DATASET, 0, 0, 0,
+     NULL},
+    {"epochs", "N", "epochs in the whole run (default 1); with --resume, "
+     "what is left of them", F_EPOCHS, 1, 1, UINT64_MAX, NULL},
+    {"max-batches", "N", "stop after N batches (default: no limit)",
+     F_MAX_BATCHES, 1, 1, UINT64_MAX, " (leave it out for no limit)"},
+    {"order-out", "FILE", "write delivered dataset indices, one per line",
+     F_ORDER_OUT, 0, 0, 0, NULL},
+    {"save-state", "FILE", "write the loader's position when done",
+     F_SAVE_STATE, 0, 0, 0, NULL},
+    {"resume", "FILE", "start from a saved position", F_RESUME, 0, 0, 0, NULL},
+    {"checksum", NULL, "print the FNV-1a checksum of delivered bytes (timed "
+     "on its own, not counted in samples/s)", F_CHECKSUM, 0, 0, 0, NULL},
+    {"quiet", NULL, "no progress bar", F_QUIET, 0, 0, 0, NULL},
+};
 
-/* One flag. Returns 0, or 2 with a message for a bad flag. */
-static int parse_flag(run_opts *o, int argc, char **argv, int *i) {
-  const char *a = argv[*i];
-  const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-  pl_loader_config *c = &o->cfg;
-  int need = 1, bad = 0, n;
-  uint64_t u;
-  if (!strcmp(a, "--shuffle")) c->shuffle = 1, need = 0;
-  else if (!strcmp(a, "--drop-last")) c->drop_last = 1, need = 0;
-  else if (!strcmp(a, "--checksum")) o->checksum = 1, need = 0;
-  else if (!strcmp(a, "--no-pin")) c->pin_memory = 0, need = 0;
-  else if (!strcmp(a, "--sync")) c->non_blocking = 0, need = 0;
-  else if (!strcmp(a, "--direct")) c->direct_copy = 1, need = 0;
-  else if (!strcmp(a, "--quiet")) o->quiet = 1, need = 0;
-  else if (!v) bad = 1;
-  else if (!strcmp(a, "--dataset")) o->dataset = v;
-  else if (!strcmp(a, "--order-out")) o->order_out = v;
-  else if (!strcmp(a, "--save-state")) o->save_state = v;
-  else if (!strcmp(a, "--resume")) o->resume = v;
-  else if (!strcmp(a, "--batch-size"))
-    bad = cli_parse_u64(v, &u) || u == 0 || u > UINT32_MAX, c->batch_size = (uint32_t)u;
-  else if (!strcmp(a, "--workers"))
-    bad = cli_parse_int(v, 0, 1024, &c->num_workers);
-  else if (!strcmp(a, "--prefetch"))
-    bad = cli_parse_int(v, 1, 4096, &c->prefetch);
-  else if (!strcmp(a, "--seed")) bad = cli_parse_u64(v, &c->seed);
-  else if (!strcmp(a, "--pinned-budget"))
-    bad = cli_parse_size(v, &c->pinned_budget);
-  else if (!strcmp(a, "--copy-chunk"))
-    bad = !strcmp(v, "off") ? (c->copy_chunk_bytes = UINT64_MAX, 0)
-                            : cli_parse_size(v, &c->copy_chunk_bytes) ||
-                                  c->copy_chunk_bytes == 0;
-  else if (!strcmp(a, "--epochs")) bad = cli_parse_u64(v, &o->epochs);
-  else if (!strcmp(a, "--max-batches")) bad = cli_parse_u64(v, &o->max_batches);
-  else if (!strcmp(a, "--timeout")) bad = cli_parse_double(v, &c->timeout_s) || c->timeout_s < 0;
-  else if (!strcmp(a, "--device"))
-    bad = cli_parse_device(v, &c->device, &c->device_index);
-  else if (!strcmp(a, "--rank"))
-    bad = cli_parse_int(v, 0, 1 << 30, &n), c->rank = (uint32_t)n, o->env_ranks = 0;
-  else if (!strcmp(a, "--world-size"))
-    bad = cli_parse_int(v, 1, 1 << 30, &n), c->world_size = (uint32_t)n, o->env_ranks = 0;
-  else {
-    fprintf(stderr, "pinloader run: unknown option '%s'\n", a);
-    return 2;
+/* Where the CLI starts from other than the library's defaults. Sharding
+ * comes from RANK / WORLD_SIZE / LOCAL_RANK where --rank / --world-size
+ * do not say (pl_loader_config_shard_env). */
+static const char *const run_defaults[][2] = {{"batch_size", "64"},
+                                              {"num_workers", "2"}};
+
+static int on_run_flag(void *user, const cli_flag *f, const char *v,
+                       uint64_t n) {
+  run_opts *o = user;
+  switch (f->id) {
+  case F_DATASET: o->dataset = v; break;
+  case F_EPOCHS: o->epochs = n; break;
+  case F_MAX_BATCHES: o->max_batches = n; break;
+  case F_ORDER_OUT: o->order_out = v; break;
+  case F_SAVE_STATE: o->save_state = v; break;
+  case F_RESUME: o->resume = v; break;
+  case F_CHECKSUM: o->checksum = 1; break;
+  case F_QUIET: o->quiet = 1; break;
   }
-  if (bad) {
-    fprintf(stderr, "pinloader run: %s needs a valid value%s%s\n", a,
-            v ? ", not " : "", v ? v : "");
-    return 2;
-  }
-  *i += need;
   return 0;
 }
 
+/* 0: run; 2: a usage mistake (explained); -1: --help printed. */
 static int parse_run(run_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   pl_loader_config_init(&o->cfg);
-  o->cfg.batch_size = 64;
-  o->cfg.num_workers = 2;
+  for (size_t i = 0; i < sizeof run_defaults / sizeof run_defaults[0]; i++)
+    pl_loader_config_set(&o->cfg, run_defaults[i][0], run_defaults[i][1],
+                         NULL);
   o->cfg.log = cli_log;
   o->epochs = 1;
-  o->env_ranks = 1;
   o->dataset = DEFAULT_DATASET;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      run_usage(stdout);
-      exit(0);
-    }
-    if (parse_flag(o, argc, argv, &i))
-      return 2;
-  }
-  return 0;
+  cli_parser p = {"pinloader run", run_flags,
+                  sizeof run_flags / sizeof run_flags[0], &o->cfg,
+                  on_run_flag, o, {0}};
+  int rc = cli_parse_args(&p, argc, argv);
+  o->shard_keep = cli_shard_keep(&p);
+  return rc;
 }
 
 static int fail(const char *what, const pl_error *err) {
@@ -310,11 +265,12 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
 
 int pl_cmd_run(int argc, char **argv) {
   run_opts o;
-  if (parse_run(&o, argc, argv))
-    return 2;
+  int prc = parse_run(&o, argc, argv);
+  if (prc)
+    return prc < 0 ? 0 : 2;
   pl_error err;
-  if (o.env_ranks && pl_loader_config_from_env(&o.cfg, &err) != PL_OK)
-    return fail("environment", &err);
+  if (pl_loader_config_shard_env(&o.cfg, o.shard_keep, &err) != PL_OK)
+    return fail("sharding", &err);
   pl_dataset *ds = NULL;
   if (pl_dataset_open_spec(o.dataset, &ds, &err) != PL_OK)
     return fail("--dataset", &err);

@@ -99,6 +99,30 @@ def _from_dataset(exc):
     return any(str(n).startswith("pinloader: raised by dataset[") for n in notes)
 
 
+# How DataLoader's arguments reach the C option table (_C.loader_options(),
+# pinloader.h PL_OPTION_MAP), which range-checks them (ValueError naming the
+# range). Torch-style name -> table name; python/tests/test_options.py checks
+# that every table option is reachable. prefetch = prefetch_factor *
+# max(1, num_workers); device 'cuda:N' sets device_index too; epoch is set by
+# set_epoch().
+OPTION_NAMES = {
+    "batch_size": "batch_size", "shuffle": "shuffle", "seed": "seed",
+    "drop_last": "drop_last", "num_workers": "num_workers",
+    "prefetch_factor": "prefetch", "device": "device", "pin_memory": "pin_memory",
+    "non_blocking": "non_blocking", "pinned_budget": "pinned_budget",
+    "max_batch_buffers": "max_batch_buffers", "direct_copy": "direct_copy",
+    "copy_chunk_bytes": "copy_chunk_bytes", "rank": "rank", "world_size": "world_size",
+    "timeout": "timeout_s", "log_level": "log_level",
+}
+OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'"}
+
+
+def _prefetch(prefetch_factor, num_workers):
+    if isinstance(prefetch_factor, int) and isinstance(num_workers, int):
+        return prefetch_factor * max(1, num_workers)
+    return prefetch_factor  # not an int: the C side says what it must be
+
+
 _live = weakref.WeakSet()
 
 
@@ -133,16 +157,20 @@ class DataLoader:
     direct_copy (CUDA: copy samples of 64 KiB and more straight from the
     page-locked data files, no CPU gather; IDX and records datasets),
     max_batch_buffers (batch buffers the pool may grow to, counting batches
-    you keep; 0 = prefetch + 2 + num_workers), rank / world_size (sharding as
-    DistributedSampler; None = from torchrun's / MPI's environment, else
-    0 of 1), output ('auto': torch tensors when torch imports, else numpy
-    arrays; 'torch', 'numpy', or 'raw' for the DLPack exporters).
+    you keep; 0 = prefetch + 2 + num_workers), copy_chunk_bytes, rank /
+    world_size (sharding as DistributedSampler; one left out comes from
+    torchrun's / MPI's environment: see docs/distributed.md), log_level
+    (least level the library logs to the "pinloader" logger), output
+    ('auto': torch tensors when torch imports, else numpy arrays; 'torch',
+    'numpy', or 'raw' for the DLPack exporters). OPTION_NAMES maps these to
+    the C option table, which range-checks them.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, pin_memory=None,
                  drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
                  device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
-                 max_batch_buffers=0, output="auto", direct_copy=False):
+                 max_batch_buffers=0, output="auto", direct_copy=False, copy_chunk_bytes=0,
+                 log_level=None):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
         if num_workers < 0:
@@ -173,25 +201,17 @@ class DataLoader:
         # A Python dataset gets a callback wrapper of its own, so that the
         # exceptions its __getitem__ raises reach this loader.
         self._ds = datasets.from_python(dataset)
-        self._ld = _C.Loader(
-            self._ds._native,
-            batch_size=self.batch_size,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            drop_last=self.drop_last,
-            num_workers=self.num_workers,
-            prefetch=self.prefetch_factor * max(1, self.num_workers),
-            device=kind,
-            device_index=index,
-            pin_memory=self.pin_memory,
-            non_blocking=bool(non_blocking),
-            pinned_budget=int(pinned_budget),
-            direct_copy=bool(direct_copy),
-            max_batch_buffers=int(max_batch_buffers),
-            rank=-1 if rank is None else int(rank),
-            world_size=-1 if world_size is None else int(world_size),
-            timeout=self.timeout,
-        )
+        # The arguments as given (batch_size=2.7 is an error, not 2); None:
+        # the table's default, or the environment's sharding.
+        self._ld = _C.Loader(self._ds._native, **{
+            OPTION_NAMES[k]: v for k, v in dict(
+                batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
+                num_workers=num_workers,
+                prefetch_factor=_prefetch(self.prefetch_factor, num_workers),
+                device=self.device, pin_memory=self.pin_memory, non_blocking=non_blocking,
+                pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
+                direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
+                world_size=world_size, timeout=timeout, log_level=log_level).items()})
         self._mid_epoch = False  # an iteration stopped before the epoch's end
         self._iter_gen = itertools.count(1)
         self._active = 0  # generation of the iterator allowed to run

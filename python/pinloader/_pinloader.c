@@ -39,8 +39,8 @@
 #define WAIT_SLICE_S 0.1
 /* Samples larger than this are copied with the GIL released. */
 #define COPY_WITHOUT_GIL_BYTES (256 * 1024)
-/* The marker the callback puts in its message; raise_callback() finds the
- * sample index after it. */
+/* How the callback's message names the failed call (raise_callback takes
+ * the sample index from pl_error.sample_index, not from this text). */
 #define GETITEM_MARK "__getitem__("
 
 static PyObject *Error; /* pinloader.Error(RuntimeError) */
@@ -60,25 +60,61 @@ static int py_finalizing(void) {
 
 /* ------------------------------------------------------------ errors */
 
-/* Raise pinloader.Error(message) with .status = "PL_..." and .code. */
-static PyObject *raise_status(pl_status s, const char *message) {
+static PyObject *none_ref(void) {
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+
+static int set_attr(PyObject *exc, const char *name, PyObject *v) {
+  int rc = v ? PyObject_SetAttrString(exc, name, v) : -1;
+  Py_XDECREF(v);
+  return rc;
+}
+
+/* The structured fields of a pl_error (None where the error has none), so
+ * that nothing needs to parse the message. */
+static int set_error_fields(PyObject *exc, const pl_error *err) {
+  int has_sample = err && err->sample_index != UINT64_MAX;
+  int has_path = err && err->path[0];
+  int has_errno = err && err->sys_errno;
+  int has_cuda = err && err->cuda_error;
+  if (set_attr(exc, "sample_index",
+               has_sample ? PyLong_FromUnsignedLongLong(err->sample_index)
+                          : none_ref()) < 0 ||
+      set_attr(exc, "path",
+               has_path ? PyUnicode_DecodeFSDefault(err->path)
+                        : none_ref()) < 0 ||
+      set_attr(exc, "errno",
+               has_errno ? PyLong_FromLong(err->sys_errno)
+                         : none_ref()) < 0)
+    return -1;
+  return set_attr(exc, "cuda_error", has_cuda ? PyLong_FromLong(err->cuda_error)
+                                              : none_ref());
+}
+
+/* Raise pinloader.Error(message) with .status = "PL_...", .code, and the
+ * error's fields (.sample_index, .path, .errno, .cuda_error; err may be
+ * NULL: all None). */
+static PyObject *raise_error(pl_status s, const char *message,
+                             const pl_error *err) {
   const char *msg = (message && message[0]) ? message : pl_status_str(s);
   PyObject *exc = PyObject_CallFunction(Error, "s", msg);
   if (!exc)
     return NULL;
-  PyObject *name = PyUnicode_FromString(pl_status_name(s));
-  PyObject *code = PyLong_FromLong((long)s);
-  if (name && code && PyObject_SetAttrString(exc, "status", name) == 0 &&
-      PyObject_SetAttrString(exc, "code", code) == 0)
+  if (set_attr(exc, "status", PyUnicode_FromString(pl_status_name(s))) == 0 &&
+      set_attr(exc, "code", PyLong_FromLong((long)s)) == 0 &&
+      set_error_fields(exc, err) == 0)
     PyErr_SetObject(Error, exc);
-  Py_XDECREF(name);
-  Py_XDECREF(code);
   Py_DECREF(exc);
   return NULL;
 }
 
+static PyObject *raise_status(pl_status s, const char *message) {
+  return raise_error(s, message, NULL);
+}
+
 static PyObject *raise_pl(const pl_error *err) {
-  return raise_status(err->status, err->message);
+  return raise_error(err->status, err->message, err);
 }
 
 /* ------------------------------------------------------------ dtypes */
@@ -93,8 +129,23 @@ static int dtype_from_name(const char *name, pl_dtype *out) {
   return -1;
 }
 
+/* The dtype with this DLPack type code (0 int, 1 uint, 2 float) and size,
+ * from PL_DTYPE_MAP; -1 when there is none. */
+static int dtype_of_kind(int dlpack, size_t bytes, pl_dtype *out) {
+#define PL_DTYPE_KIND_(NAME, name, size, format, code)                        \
+  if (dlpack == (code) && bytes == (size)) {                                   \
+    *out = PL_##NAME;                                                          \
+    return 0;                                                                  \
+  }
+  PL_DTYPE_MAP(PL_DTYPE_KIND_)
+#undef PL_DTYPE_KIND_
+  return -1;
+}
+
 /* struct-module format of a buffer → pl_dtype; -1 when not representable.
- * Native or little-endian byte order only (the library is little-endian). */
+ * Native or little-endian byte order only (the library is little-endian).
+ * Any integer or float character maps by its kind and the item size ('l'
+ * is int64 where long has 8 bytes). */
 static int dtype_from_format(const char *fmt, Py_ssize_t itemsize,
                              pl_dtype *out) {
   if (!fmt)
@@ -105,54 +156,33 @@ static int dtype_from_format(const char *fmt, Py_ssize_t itemsize,
     return -1;
   else if (*fmt == '>' || *fmt == '!')
     fmt++;
-  if (fmt[0] == '\0' || fmt[1] != '\0')
+  if (fmt[0] == '\0' || fmt[1] != '\0' || itemsize < 1)
     return -1;
-  int is_signed = 0, is_float = 0;
-  switch (fmt[0]) {
-  case 'b': case 'h': case 'i': case 'l': case 'q': is_signed = 1; break;
-  case 'B': case 'H': case 'I': case 'L': case 'Q': case '?': break;
-  case 'e': case 'f': case 'd': is_float = 1; break;
-  default: return -1;
-  }
-  static const pl_dtype ints[9] = {[1] = PL_INT8, [2] = PL_INT16,
-                                   [4] = PL_INT32, [8] = PL_INT64};
-  static const pl_dtype uints[9] = {[1] = PL_UINT8, [2] = PL_UINT16,
-                                    [4] = PL_UINT32};
-  static const pl_dtype floats[9] = {[2] = PL_FLOAT16, [4] = PL_FLOAT32,
-                                     [8] = PL_FLOAT64};
-  if (itemsize < 1 || itemsize > 8)
-    return -1;
-  const pl_dtype *table = is_float ? floats : is_signed ? ints : uints;
-  pl_dtype t = table[itemsize];
-  /* Designated-initializer gaps are 0 == PL_UINT8: only 1-byte uints map
-   * there legitimately. */
-  if (t == PL_UINT8 && !(table == uints && itemsize == 1))
-    return -1;
-  *out = t;
-  return 0;
+  int kind = strchr("bhilq", fmt[0])    ? 0
+             : strchr("BHILQ?", fmt[0]) ? 1
+             : strchr("efd", fmt[0])    ? 2
+                                        : -1;
+  return kind < 0 ? -1 : dtype_of_kind(kind, (size_t)itemsize, out);
 }
 
 static const char *format_of(pl_dtype t) {
-  static const char *const f[PL_DTYPE_COUNT_] = {
-      [PL_UINT8] = "B",  [PL_INT8] = "b",    [PL_INT16] = "h",
-      [PL_UINT16] = "H", [PL_INT32] = "i",   [PL_UINT32] = "I",
-      [PL_INT64] = "q",  [PL_FLOAT16] = "e", [PL_FLOAT32] = "f",
-      [PL_FLOAT64] = "d"};
-  return (t >= 0 && t < PL_DTYPE_COUNT_) ? f[t] : "B";
+  static const char f[PL_DTYPE_COUNT_][2] = {
+#define PL_DTYPE_FORMAT_(NAME, name, bytes, format, dlpack) \
+  [PL_##NAME] = {format, 0},
+      PL_DTYPE_MAP(PL_DTYPE_FORMAT_)
+#undef PL_DTYPE_FORMAT_
+  };
+  return ((unsigned)t < PL_DTYPE_COUNT_) ? f[t] : "B";
 }
 
 static DLDataType dl_dtype(pl_dtype t) {
-  DLDataType d = {kDLUInt, (uint8_t)(pl_dtype_size(t) * 8), 1};
-  switch (t) {
-  case PL_INT8: case PL_INT16: case PL_INT32: case PL_INT64:
-    d.code = kDLInt;
-    break;
-  case PL_FLOAT16: case PL_FLOAT32: case PL_FLOAT64:
-    d.code = kDLFloat;
-    break;
-  default:
-    break;
-  }
+  static const uint8_t codes[PL_DTYPE_COUNT_] = {
+#define PL_DTYPE_DLPACK_(NAME, name, bytes, format, dlpack) [PL_##NAME] = dlpack,
+      PL_DTYPE_MAP(PL_DTYPE_DLPACK_)
+#undef PL_DTYPE_DLPACK_
+  };
+  DLDataType d = {(unsigned)t < PL_DTYPE_COUNT_ ? codes[t] : kDLUInt,
+                  (uint8_t)(pl_dtype_size(t) * 8), 1};
   return d;
 }
 
@@ -624,6 +654,35 @@ static PyObject *mod_open_cifar10(PyObject *m, PyObject *arg) {
   PyMem_Free(paths);
   Py_DECREF(keep);
   return s == PL_OK ? dataset_wrap(ds, NULL) : raise_pl(&err);
+}
+
+/* open(kind, [paths], options) -> Dataset: any native source through
+ * pl_dataset_open ("tokens", "npy", "images", ...; options "k=v&k=v"). */
+static PyObject *mod_open(PyObject *m, PyObject *args) {
+  const char *kind, *options;
+  PyObject *paths_obj, *keep;
+  const char **paths;
+  int n;
+  if (!PyArg_ParseTuple(args, "sOs:open", &kind, &paths_obj, &options) ||
+      paths_from(paths_obj, &keep, &paths, &n) < 0)
+    return NULL;
+  pl_dataset *ds = NULL;
+  pl_error err;
+  pl_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = pl_dataset_open(kind, paths, n, options, &ds, &err);
+  Py_END_ALLOW_THREADS
+  PyMem_Free(paths);
+  Py_DECREF(keep);
+  return s == PL_OK ? dataset_wrap(ds, NULL) : raise_pl(&err);
+}
+
+/* replaced(dataset) -> samples the source replaced (on_error="skip"). */
+static PyObject *mod_replaced(PyObject *m, PyObject *arg) {
+  if (!PyObject_TypeCheck(arg, &DatasetType))
+    return PyErr_Format(PyExc_TypeError, "expected a Dataset");
+  return PyLong_FromUnsignedLongLong(
+      pl_dataset_replaced(((DatasetObject *)arg)->ds));
 }
 
 /* (name, dtype, shape) → pl_field; shape a sequence of ints. */
@@ -1277,77 +1336,228 @@ typedef struct {
   pl_loader *ld;
   DatasetObject *dso;
   int busy; /* a call is waiting with the GIL released */
+  pl_loader_config cfg; /* as created: .options */
 } LoaderObject;
 
-static int parse_device(const char *s, pl_device_kind *kind) {
-  if (strcmp(s, "cpu") == 0)
-    *kind = PL_DEVICE_CPU;
-  else if (strcmp(s, "cuda") == 0)
-    *kind = PL_DEVICE_CUDA;
-  else if (strcmp(s, "auto") == 0)
-    *kind = PL_DEVICE_AUTO;
-  else {
-    PyErr_Format(PyExc_ValueError, "device must be 'cpu', 'cuda' or 'auto', "
-                 "not '%s'", s);
+/* ------------------------------------------------------------ log hook */
+
+/* logging.getLogger("pinloader"): where the library's log goes. Set at
+ * import, kept for the module's life. */
+static PyObject *py_logger;
+
+/* The log hook: called from the consumer's thread (with or without the
+ * GIL) and from C worker threads. It takes the GIL only where this thread
+ * does not hold it already, and drops the message once the interpreter is
+ * finalizing (taking the GIL then would hang or kill the thread). */
+static void py_log(void *user, pl_log_level level, const char *msg) {
+  static const int levels[] = {10, 20, 30, 40}; /* logging.DEBUG ... ERROR */
+  (void)user;
+  if (!py_logger || py_finalizing())
+    return;
+  int held = PyGILState_Check();
+  PyGILState_STATE st = held ? PyGILState_LOCKED : PyGILState_Ensure();
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb); /* the message must not disturb a pending error */
+  int lv = (unsigned)level < 4 ? levels[level] : 40;
+  PyObject *r = PyObject_CallMethod(py_logger, "log", "is", lv, msg);
+  if (!r)
+    PyErr_WriteUnraisable(py_logger);
+  Py_XDECREF(r);
+  PyErr_Restore(t, v, tb);
+  if (!held)
+    PyGILState_Release(st);
+}
+
+/* ------------------------------------------------------------ options */
+
+static PyObject *option_value_error(const pl_option_info *o, const char *kind,
+                                    PyObject *val) {
+  if (o->type == PL_OPT_REAL)
+    return PyErr_Format(PyExc_ValueError, "%s must be %s in [%g, %g], got %R",
+                        o->name, kind, o->min_real, o->max_real, val);
+  return PyErr_Format(PyExc_ValueError, "%s must be %s in [%llu, %llu], got %R",
+                      o->name, kind, (unsigned long long)o->min,
+                      (unsigned long long)o->max, val);
+}
+
+/* A keyword argument's value as the text pl_loader_config_set reads (new
+ * reference), or NULL with ValueError. Integers must be ints (not floats,
+ * not bools: torch refuses batch_size=2.7 and batch_size=True); the range is
+ * checked in C. */
+static PyObject *option_text(const pl_option_info *o, PyObject *val) {
+  switch (o->type) {
+  case PL_OPT_BOOL: {
+    int t = PyObject_IsTrue(val);
+    return t < 0 ? NULL : PyUnicode_FromString(t ? "1" : "0");
+  }
+  case PL_OPT_REAL: {
+    if (PyBool_Check(val) || !(PyLong_Check(val) || PyFloat_Check(val)))
+      return option_value_error(o, "a number", val);
+    double d = PyFloat_AsDouble(val);
+    if (d == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return option_value_error(o, "a number", val);
+    }
+    char *repr = PyOS_double_to_string(d, 'r', 0, 0, NULL);
+    PyObject *t = repr ? PyUnicode_FromString(repr) : PyErr_NoMemory();
+    PyMem_Free(repr);
+    return t;
+  }
+  case PL_OPT_DEVICE:
+  case PL_OPT_LOG_LEVEL:
+    if (!PyUnicode_Check(val))
+      return PyErr_Format(PyExc_ValueError, "%s must be one of %s, got %R",
+                          o->name, o->values, val);
+    Py_INCREF(val);
+    return val;
+  default:
+    if (PyBool_Check(val) || !PyLong_Check(val))
+      return option_value_error(o, "an integer", val);
+    return PyObject_Str(val);
+  }
+}
+
+/* Which of the sharding fields the caller named (pl_loader_config_shard_env). */
+static unsigned option_keep(const char *name, const char *text) {
+  if (!strcmp(name, "rank"))
+    return PL_KEEP_RANK;
+  if (!strcmp(name, "world_size"))
+    return PL_KEEP_WORLD_SIZE;
+  if (!strcmp(name, "device_index") ||
+      (!strcmp(name, "device") && strchr(text, ':')))
+    return PL_KEEP_DEVICE_INDEX;
+  return 0;
+}
+
+/* cfg.<key> = val through the option table; None means not given. */
+static int option_set(pl_loader_config *cfg, PyObject *key, PyObject *val,
+                      unsigned *keep) {
+  const char *name = PyUnicode_AsUTF8(key);
+  if (!name)
+    return -1;
+  int i = pl_option_find(name);
+  if (i < 0) {
+    PyErr_Format(PyExc_TypeError,
+                 "Loader() got an unexpected keyword argument '%s'", name);
+    return -1;
+  }
+  if (val == Py_None)
+    return 0;
+  PyObject *text = option_text(pl_option_info_at(i), val);
+  const char *ctext = text ? PyUnicode_AsUTF8(text) : NULL;
+  if (!ctext) {
+    Py_XDECREF(text);
+    return -1;
+  }
+  pl_error err;
+  int rc = pl_loader_config_set(cfg, name, ctext, &err) == PL_OK ? 0 : -1;
+  if (rc < 0)
+    PyErr_SetString(PyExc_ValueError, err.message);
+  else
+    *keep |= option_keep(name, ctext);
+  Py_DECREF(text);
+  return rc;
+}
+
+/* Loader(dataset, **options): options are exactly the table's names
+ * (pl_option_info_at); sharding the caller leaves out comes from the
+ * environment (pl_loader_config_shard_env's rule). */
+static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
+                         pl_loader_config *cfg) {
+  if (!PyArg_ParseTuple(args, "O!:Loader", &DatasetType, dso))
+    return -1;
+  pl_loader_config_init(cfg);
+  cfg->log = py_log;
+  unsigned keep = 0;
+  PyObject *key, *val;
+  Py_ssize_t pos = 0;
+  while (kw && PyDict_Next(kw, &pos, &key, &val))
+    if (option_set(cfg, key, val, &keep) < 0)
+      return -1;
+  pl_error err;
+  if (pl_loader_config_shard_env(cfg, keep, &err) != PL_OK) {
+    PyErr_SetString(PyExc_ValueError, err.message);
     return -1;
   }
   return 0;
 }
 
-static int loader_config(PyObject *args, PyObject *kw, DatasetObject **dso,
-                         pl_loader_config *cfg) {
-  static char *kwlist[] = {
-      "dataset",     "batch_size",     "shuffle",     "seed",
-      "drop_last",   "num_workers",    "prefetch",    "device",
-      "device_index", "pin_memory",    "non_blocking", "pinned_budget",
-      "max_batch_buffers", "rank",     "world_size",  "timeout",
-      "epoch",       "direct_copy", NULL};
-  unsigned long batch_size = 1;
-  int shuffle = 0, drop_last = 0, num_workers = 0, prefetch = 0;
-  int device_index = -1, pin_memory = 1, non_blocking = 1, direct_copy = 0;
-  long long rank = -1, world_size = -1;
-  unsigned long long seed = 0, pinned_budget = 0, max_buffers = 0, epoch = 0;
-  const char *device = "cpu";
-  double timeout = 0;
-  if (!PyArg_ParseTupleAndKeywords(
-          args, kw, "O!|kpKpiisippKKLLdKp:Loader", kwlist, &DatasetType, dso,
-          &batch_size, &shuffle, &seed, &drop_last, &num_workers, &prefetch,
-          &device, &device_index, &pin_memory, &non_blocking, &pinned_budget,
-          &max_buffers, &rank, &world_size, &timeout, &epoch, &direct_copy))
-    return -1;
-  pl_loader_config_init(cfg);
-  pl_error err;
-  if (rank < 0 && world_size < 0 &&
-      pl_loader_config_from_env(cfg, &err) != PL_OK) {
-    raise_pl(&err);
-    return -1;
+/* The option's value as Python has it: bool, int, float or str. */
+static PyObject *option_pyvalue(const pl_option_info *o, const char *text) {
+  switch (o->type) {
+  case PL_OPT_BOOL:
+    return PyBool_FromLong(strcmp(text, "0") != 0);
+  case PL_OPT_REAL:
+    return PyFloat_FromDouble(PyOS_string_to_double(text, NULL, NULL));
+  case PL_OPT_DEVICE:
+  case PL_OPT_LOG_LEVEL:
+    return PyUnicode_FromString(text);
+  default:
+    return PyLong_FromString(text, NULL, 10);
   }
-  if (batch_size > UINT32_MAX || rank > UINT32_MAX || world_size > UINT32_MAX) {
-    PyErr_SetString(PyExc_OverflowError, "batch_size/rank/world_size too big");
-    return -1;
+}
+
+/* {name: value} of a config, through pl_loader_config_get. */
+static PyObject *config_dict(const pl_loader_config *cfg) {
+  PyObject *d = PyDict_New();
+  for (int i = 0; d && i < pl_option_count(); i++) {
+    const pl_option_info *o = pl_option_info_at(i);
+    char text[64];
+    pl_error err;
+    if (pl_loader_config_get(cfg, o->name, text, sizeof text, &err) != PL_OK) {
+      Py_DECREF(d);
+      return raise_pl(&err);
+    }
+    PyObject *v = option_pyvalue(o, text);
+    if (!v || PyDict_SetItemString(d, o->name, v) < 0)
+      Py_CLEAR(d);
+    Py_XDECREF(v);
   }
-  if (parse_device(device, &cfg->device) < 0)
-    return -1;
-  cfg->batch_size = (uint32_t)batch_size;
-  cfg->shuffle = shuffle;
-  cfg->seed = seed;
-  cfg->drop_last = drop_last;
-  cfg->num_workers = num_workers;
-  cfg->prefetch = prefetch;
-  if (device_index >= 0)
-    cfg->device_index = device_index;
-  cfg->pin_memory = pin_memory;
-  cfg->non_blocking = non_blocking;
-  cfg->pinned_budget = pinned_budget;
-  cfg->direct_copy = direct_copy;
-  cfg->max_batch_buffers = max_buffers;
-  if (rank >= 0)
-    cfg->rank = (uint32_t)rank;
-  if (world_size >= 0)
-    cfg->world_size = (uint32_t)world_size;
-  cfg->timeout_s = timeout;
-  cfg->epoch = epoch;
-  return 0;
+  return d;
+}
+
+static const char *option_type_name(pl_option_type t) {
+  static const char *const names[] = {"bool", "int",  "u32",    "u64",
+                                      "bytes", "real", "device", "log_level"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+/* One option as a dict: name, type, default, min, max, doc, values. */
+static PyObject *option_dict(const pl_option_info *o, PyObject *defaults) {
+  PyObject *def = PyDict_GetItemString(defaults, o->name); /* borrowed */
+  PyObject *lo = o->type == PL_OPT_REAL
+                     ? PyFloat_FromDouble(o->min_real)
+                     : PyLong_FromUnsignedLongLong(o->min);
+  PyObject *hi = o->type == PL_OPT_REAL
+                     ? PyFloat_FromDouble(o->max_real)
+                     : PyLong_FromUnsignedLongLong(o->max);
+  PyObject *d = lo && hi && def
+                    ? Py_BuildValue("{s:s,s:s,s:O,s:O,s:O,s:s,s:z}", "name",
+                                    o->name, "type", option_type_name(o->type),
+                                    "default", def, "min", lo, "max", hi,
+                                    "doc", o->doc, "values", o->values)
+                    : NULL;
+  Py_XDECREF(lo);
+  Py_XDECREF(hi);
+  return d;
+}
+
+/* loader_options() -> [ {name, type, default, min, max, doc, values} ]: the
+ * C option table, in its order. */
+static PyObject *mod_loader_options(PyObject *m, PyObject *unused) {
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  PyObject *defaults = config_dict(&cfg);
+  PyObject *list = defaults ? PyList_New(pl_option_count()) : NULL;
+  for (int i = 0; list && i < pl_option_count(); i++) {
+    PyObject *d = option_dict(pl_option_info_at(i), defaults);
+    if (!d)
+      Py_CLEAR(list);
+    else
+      PyList_SET_ITEM(list, i, d);
+  }
+  Py_XDECREF(defaults);
+  return list;
 }
 
 static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -1371,6 +1581,7 @@ static PyObject *loader_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return NULL;
   }
   self->ld = ld;
+  self->cfg = cfg;
   Py_INCREF(dso);
   self->dso = dso;
   return (PyObject *)self;
@@ -1436,10 +1647,9 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
 /* The stored exception of the failed sample named in err, re-raised with a
  * note naming the sample index. */
 static PyObject *raise_callback(pycb *cb, const pl_error *err) {
-  const char *mark = strstr(err->message, GETITEM_MARK);
-  if (!cb || !mark)
+  if (!cb || err->sample_index == UINT64_MAX)
     return raise_pl(err);
-  unsigned long long index = strtoull(mark + strlen(GETITEM_MARK), NULL, 10);
+  unsigned long long index = err->sample_index;
   PyObject *key = PyLong_FromUnsignedLongLong(index);
   PyObject *exc = key ? PyDict_GetItemWithError(cb->errors, key) : NULL;
   Py_XINCREF(exc);
@@ -1633,6 +1843,10 @@ static PyObject *loader_device(LoaderObject *self, void *unused) {
                        pl_loader_device_name(self->ld));
 }
 
+static PyObject *loader_options(LoaderObject *self, void *unused) {
+  return config_dict(&self->cfg);
+}
+
 static PyObject *loader_closed(LoaderObject *self, void *unused) {
   return PyBool_FromLong(self->ld == NULL);
 }
@@ -1659,6 +1873,9 @@ static PyGetSetDef loader_getset[] = {
     {"epoch", (getter)loader_epoch, NULL, "epoch of the next batch", NULL},
     {"device", (getter)loader_device, NULL, "(kind, index, name)", NULL},
     {"closed", (getter)loader_closed, NULL, "closed", NULL},
+    {"options", (getter)loader_options, NULL,
+     "{option: value} the loader was created with (after the environment's "
+     "sharding)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject LoaderType = {
@@ -1666,11 +1883,10 @@ static PyTypeObject LoaderType = {
     .tp_basicsize = sizeof(LoaderObject),
     .tp_dealloc = (destructor)loader_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Loader(dataset, batch_size=1, shuffle=False, seed=0, "
-              "drop_last=False, num_workers=0, prefetch=0, device='cpu', "
-              "device_index=-1, pin_memory=True, non_blocking=True, "
-              "pinned_budget=0, max_batch_buffers=0, rank=-1, world_size=-1, "
-              "timeout=0.0, epoch=0, direct_copy=False): a pl_loader",
+    .tp_doc = "Loader(dataset, **options): a pl_loader. The options are "
+              "the C option table's (loader_options()), range-checked in C; "
+              "None means not given. Sharding not given comes from "
+              "RANK / WORLD_SIZE / LOCAL_RANK (pl_loader_config_shard_env).",
     .tp_methods = loader_methods,
     .tp_getset = loader_getset,
     .tp_new = loader_new,
@@ -1706,6 +1922,8 @@ static PyObject *mod_version(PyObject *m, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"open_idx", mod_open_idx, METH_VARARGS, "open_idx(images, labels)"},
     {"open_cifar10", mod_open_cifar10, METH_O, "open_cifar10([paths])"},
+    {"open", mod_open, METH_VARARGS, "open(kind, [paths], options)"},
+    {"replaced", mod_replaced, METH_O, "replaced(dataset) -> int"},
     {"open_records", (PyCFunction)(void (*)(void))mod_open_records,
      METH_VARARGS | METH_KEYWORDS,
      "open_records(paths, header_bytes, record_bytes, fields)"},
@@ -1716,6 +1934,9 @@ static PyMethodDef module_methods[] = {
     {"describe", mod_describe, METH_VARARGS,
      "describe(obj, convert=None) -> (dtype, shape)"},
     {"dtype_names", mod_dtype_names, METH_NOARGS, "the dtype names"},
+    {"loader_options", mod_loader_options, METH_NOARGS,
+     "loader_options() -> [{name, type, default, min, max, doc, values}]: "
+     "the C option table"},
     {"cuda_available", mod_cuda_available, METH_NOARGS,
      "CUDA backend built and a device usable"},
     {"cuda_device_count", mod_cuda_device_count, METH_NOARGS, "devices"},
@@ -1772,6 +1993,13 @@ PyMODINIT_FUNC PyInit__pinloader(void) {
     Py_DECREF(Error);
     goto fail;
   }
+  PyObject *logging = PyImport_ImportModule("logging");
+  py_logger = logging ? PyObject_CallMethod(logging, "getLogger", "s",
+                                            "pinloader")
+                      : NULL;
+  Py_XDECREF(logging);
+  if (!py_logger)
+    goto fail;
   if (add_type(m, &DatasetType, "Dataset") < 0 ||
       add_type(m, &LoaderType, "Loader") < 0 ||
       add_type(m, &BatchType, "Batch") < 0 ||

@@ -5,6 +5,9 @@ Native sources are read by the C library's worker threads without the GIL:
     IDX(images, labels)                     MNIST / Fashion-MNIST (plain or .gz)
     CIFAR10(files)                          CIFAR-10 binary batches
     Records(files, header_bytes, record_bytes, fields=[(name, dtype, shape, offset)])
+    Tokens(files, context=T, samples=N)     nanoGPT .bin / llm.c token shards: x, y windows
+    NPY(files)                              .npy files / .npz archives zipped as fields
+    ImageFolder(root, size=224, train=True) JPEG/PNG folders decoded and cropped in C
     to_float32(ds, field, scale)            a view delivering `field` as float32 * scale
 
 Any Python map-style dataset (``__len__`` and ``__getitem__`` returning
@@ -16,7 +19,8 @@ import os
 
 from . import _pinloader as _C
 
-__all__ = ["Dataset", "IDX", "CIFAR10", "Records", "to_float32", "from_python", "Field"]
+__all__ = ["Dataset", "IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder", "to_float32",
+           "from_python", "Field"]
 
 
 class Field(tuple):
@@ -122,6 +126,86 @@ class Records(Dataset):
             name, dtype, shape, offset = f
             spec.append((str(name), _dtype_name(dtype), tuple(int(d) for d in shape), int(offset)))
         super().__init__(_C.open_records(_paths(files), int(header_bytes), int(record_bytes), spec))
+
+
+def _options(**kw):
+    """key=value&... for pinloader's C sources; None values are left out."""
+    parts = []
+    for k, v in kw.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = int(v)
+        elif isinstance(v, (tuple, list)):
+            if len(v) != 2:
+                raise ValueError("%s must be a pair (min, max), got %r" % (k, v))
+            v = "%r:%r" % (float(v[0]), float(v[1]))
+        parts.append("%s=%s" % (k, v))
+    return "&".join(parts)
+
+
+class Tokens(Dataset):
+    """Token shards for language models: nanoGPT's raw uint16 .bin files
+    (``format="raw32"`` for uint32) and llm.c shards (their 1024-byte
+    header is recognised). Each sample is a window of context + 1 tokens of
+    one shard: fields ``x`` (context tokens) and ``y`` (the same, shifted by
+    one), as int64 by default (``dtype`` "int32", "uint32", "uint16" keep
+    them smaller).
+
+    samples=N: N windows per epoch at random offsets drawn from (seed,
+    epoch, index), as nanoGPT's get_batch; samples=None: windows stride
+    through each shard (``stride`` tokens apart, default context)."""
+
+    def __init__(self, files, context, samples=None, stride=None, dtype="int64", format="auto"):
+        dtype = _dtype_name(dtype)
+        opts = _options(context=int(context), samples=samples, stride=stride, dtype=dtype,
+                        format=format)
+        super().__init__(_C.open("tokens", _paths(files), opts))
+        self.context = int(context)
+
+
+class NPY(Dataset):
+    """NumPy arrays zipped as fields over their first axis: .npy files
+    (memory-mapped) and .npz archives written by np.savez (each member a
+    field). Field names are the file or member names without .npy. bool
+    arrays arrive as uint8, uint64 as int64 (same bytes), complex as float
+    [..., 2]. Fortran order, object dtypes, compressed members
+    (np.savez_compressed) and first axes of different lengths are refused."""
+
+    def __init__(self, *files):
+        paths = []
+        for f in files:
+            paths.extend(_paths(f))
+        super().__init__(_C.open("npy", paths, ""))
+
+
+class ImageFolder(Dataset):
+    """torchvision's ImageFolder (ROOT/CLASS/*.jpg|jpeg|png, classes sorted,
+    labels their index) or a list file of "PATH LABEL" lines, decoded and
+    transformed in C: fields ``image`` uint8 [3, size, size] and ``label``
+    int64 (and ``crop`` int32 [top, left, height, width, flipped] with
+    crop_field=True).
+
+    train=True: RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip
+    (flip_p), with torchvision's sampling rule, drawn from (seed, epoch,
+    index). train=False: Resize(resize) + CenterCrop(size); resize defaults
+    to size / 0.875. on_error="skip" replaces an unreadable image by another
+    sample chosen from its index alone; ``replaced`` counts them."""
+
+    def __init__(self, root, size=224, train=True, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
+                 flip_p=0.5, resize=None, on_error="fail", crop_field=False, dct_scaling=True):
+        if on_error not in ("fail", "skip"):
+            raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
+        opts = _options(size=int(size), train=bool(train), scale=tuple(scale), ratio=tuple(ratio),
+                        flip=float(flip_p), resize=resize, on_error=on_error,
+                        crop_field=bool(crop_field), dct=bool(dct_scaling))
+        super().__init__(_C.open("images", [os.fspath(root)], opts))
+        self._structure = "tuple"
+
+    @property
+    def replaced(self):
+        """Samples replaced so far because their file could not be read."""
+        return _C.replaced(self._native)
 
 
 def to_float32(ds, field, scale=1.0 / 255):

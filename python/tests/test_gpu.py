@@ -115,3 +115,16 @@ def test_raw_cuda_exporter(big_idx):
         total = t.sum(dtype=torch.int64)
     s.synchronize()
     assert int(total) == int(images[:1000].sum(dtype=np.int64))
+
+
+def test_direct_mode_off_notice_reaches_logging(caplog, big_idx):
+    # Logged from pl_loader_create with the GIL released: the log hook takes it.
+    import logging
+
+    ip, lp, _, _ = big_idx
+    with caplog.at_level(logging.INFO, logger="pinloader"):
+        loader = pinloader.DataLoader(pinloader.datasets.IDX(ip, lp), batch_size=256, num_workers=2,
+                                      device="cuda", pin_memory=False, direct_copy=True)
+    loader.close()
+    msgs = [r.getMessage() for r in caplog.records if r.name == "pinloader"]
+    assert "copies straight from the dataset's memory are off: pin_memory is off" in msgs, msgs

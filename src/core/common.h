@@ -30,6 +30,14 @@ pl_status pl_errorf(pl_error *err, pl_status status, const char *fmt, ...)
  * returns err's status. Used where an error crosses a component boundary. */
 pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) PL_PRINTF(2, 3);
 
+/* The structured fields of an error (pinloader.h, pl_error), set next to
+ * the pl_errorf that wrote its message; pl_errorf clears them, and
+ * pl_error_prefix keeps them. err may be NULL. */
+void pl_error_set_sample(pl_error *err, uint64_t index);
+void pl_error_set_path(pl_error *err, const char *path);
+void pl_error_set_errno(pl_error *err, int errnum);
+void pl_error_set_cuda(pl_error *err, int code);
+
 /* An error value to return where err may be NULL: the status is kept. */
 #define PL_TRY(expr)                 \
   do {                               \

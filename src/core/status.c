@@ -38,10 +38,18 @@ const char *pl_status_str(pl_status s) {
   }
 }
 
+static void error_fields_clear(pl_error *err) {
+  err->sample_index = UINT64_MAX;
+  err->path[0] = '\0';
+  err->sys_errno = 0;
+  err->cuda_error = 0;
+}
+
 void pl_error_clear(pl_error *err) {
   if (err) {
     err->status = PL_OK;
     err->message[0] = '\0';
+    error_fields_clear(err);
   }
 }
 
@@ -52,8 +60,29 @@ pl_status pl_errorf(pl_error *err, pl_status status, const char *fmt, ...) {
     err->status = status;
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    error_fields_clear(err);
   }
   return status;
+}
+
+void pl_error_set_sample(pl_error *err, uint64_t index) {
+  if (err)
+    err->sample_index = index;
+}
+
+void pl_error_set_path(pl_error *err, const char *path) {
+  if (err && path)
+    snprintf(err->path, sizeof err->path, "%s", path);
+}
+
+void pl_error_set_errno(pl_error *err, int errnum) {
+  if (err)
+    err->sys_errno = errnum;
+}
+
+void pl_error_set_cuda(pl_error *err, int code) {
+  if (err)
+    err->cuda_error = code;
 }
 
 pl_status pl_error_prefix(pl_error *err, const char *fmt, ...) {
@@ -99,14 +128,20 @@ const char *pl_basename(const char *path) {
 }
 
 size_t pl_dtype_size(pl_dtype t) {
-  static const size_t sizes[PL_DTYPE_COUNT_] = {1, 1, 2, 2, 4, 4, 8, 2, 4, 8};
+  static const size_t sizes[PL_DTYPE_COUNT_] = {
+#define PL_DTYPE_SIZE_(NAME, name, bytes, format, dlpack) bytes,
+      PL_DTYPE_MAP(PL_DTYPE_SIZE_)
+#undef PL_DTYPE_SIZE_
+  };
   return (unsigned)t < PL_DTYPE_COUNT_ ? sizes[t] : 0;
 }
 
 const char *pl_dtype_name(pl_dtype t) {
   static const char *const names[PL_DTYPE_COUNT_] = {
-      "uint8", "int8",  "int16",   "uint16",  "int32",
-      "uint32", "int64", "float16", "float32", "float64"};
+#define PL_DTYPE_NAME_(NAME, name, bytes, format, dlpack) #name,
+      PL_DTYPE_MAP(PL_DTYPE_NAME_)
+#undef PL_DTYPE_NAME_
+  };
   return (unsigned)t < PL_DTYPE_COUNT_ ? names[t] : "invalid";
 }
 

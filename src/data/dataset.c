@@ -102,6 +102,10 @@ uint64_t pl_dataset_sample_bytes(const pl_dataset *ds) {
   return ds ? ds->sample_bytes : 0;
 }
 
+uint64_t pl_dataset_replaced(const pl_dataset *ds) {
+  return ds && ds->vt->replaced ? ds->vt->replaced(ds) : 0;
+}
+
 const pl_field *pl_dataset_field(const pl_dataset *ds, int i) {
   return (ds && i >= 0 && i < ds->nfields) ? &ds->fields[i] : NULL;
 }
@@ -117,8 +121,10 @@ pl_status pl_dataset_read_sample(const pl_dataset *ds, uint64_t index,
                                  const pl_sample_ctx *ctx, void *const *dst,
                                  pl_error *err) {
   pl_status s = ds->vt->read(ds, index, ctx, dst, err);
-  if (s != PL_OK)
+  if (s != PL_OK) {
     pl_error_prefix(err, "sample %llu", (unsigned long long)index);
+    pl_error_set_sample(err, index);
+  }
   return s;
 }
 
@@ -131,7 +137,7 @@ pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
                      "sample %llu is out of range (length %llu)",
                      (unsigned long long)index,
                      (unsigned long long)ds->length);
-  static const pl_sample_ctx no_ctx = {0, 0};
+  static const pl_sample_ctx no_ctx = {0, 0, NULL};
   pl_status s = pl_dataset_read_sample(ds, index, &no_ctx, dst, err);
   pl_copy_fence(); /* sources may use streaming stores */
   return s;

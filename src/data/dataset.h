@@ -41,10 +41,12 @@ typedef struct pl_region {
  * source with per-sample randomness (crops, token windows, a Python
  * dataset's generator) draws it from (seed, epoch, index) alone, so that
  * it is the same for any number of workers. pl_dataset_read passes
- * {0, 0}. */
+ * {0, 0, NULL}. */
 typedef struct pl_sample_ctx {
   uint64_t seed;
   uint64_t epoch;
+  const pl_logger *log; /* the loader's log hook, for warnings (may be
+                           NULL) */
 } pl_sample_ctx;
 
 typedef struct pl_dataset_vt {
@@ -63,6 +65,8 @@ typedef struct pl_dataset_vt {
    * dataset's life, so a device backend may register it and copy samples
    * straight out of it, with no gather. */
   int (*regions)(const pl_dataset *ds, int field, pl_region *out, int max);
+  /* May be NULL: samples replaced so far (on_error=skip sources). */
+  uint64_t (*replaced)(const pl_dataset *ds);
   /* Frees impl (not the pl_dataset itself). */
   void (*destroy_impl)(void *impl);
 } pl_dataset_vt;

@@ -27,8 +27,11 @@ bool pl_file_map_is_gz(const char *path) {
 
 static pl_status sys_error(pl_error *err, const char *path, const char *what,
                            int errnum) {
-  return pl_errorf(err, errnum == ENOMEM ? PL_NO_MEMORY : PL_IO,
-                   "%s: %s: %s", path, what, strerror(errnum));
+  pl_errorf(err, errnum == ENOMEM ? PL_NO_MEMORY : PL_IO, "%s: %s: %s", path,
+            what, strerror(errnum));
+  pl_error_set_path(err, path);
+  pl_error_set_errno(err, errnum);
+  return errnum == ENOMEM ? PL_NO_MEMORY : PL_IO;
 }
 
 static pl_status open_regular(const char *path, int *fd, uint64_t *size,

@@ -3,13 +3,15 @@
  * this file follows. */
 #include "loader/loader_internal.h"
 
+#include "core/options.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { FIELD_ALIGN = 256, MAX_WORKERS = 1024, MAX_PREFETCH = 4096 };
+enum { FIELD_ALIGN = 256 };
 
 /* copy_chunk_bytes 0: chunks this large fit a last-level cache many times
  * over with two per worker, yet are copied at nearly the full PCIe rate
@@ -18,42 +20,10 @@ enum { FIELD_ALIGN = 256, MAX_WORKERS = 1024, MAX_PREFETCH = 4096 };
 
 /* ------------------------------------------------------------ config */
 
-void pl_loader_config_init(pl_loader_config *cfg) {
-  memset(cfg, 0, sizeof *cfg);
-  cfg->struct_size = sizeof *cfg;
-  cfg->batch_size = 1;
-  cfg->pin_memory = 1;
-  cfg->non_blocking = 1;
-  cfg->world_size = 1;
-  cfg->log_level = PL_LOG_INFO;
-}
-
+/* The options against the table; then what only the dataset can tell. */
 static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
                           pl_error *err) {
-  if (cfg->struct_size != sizeof *cfg)
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "config.struct_size is %zu, this library expects %zu: "
-                     "initialise it with pl_loader_config_init",
-                     cfg->struct_size, sizeof *cfg);
-  if (cfg->batch_size == 0)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "batch_size must be >= 1");
-  if (cfg->num_workers < 0 || cfg->num_workers > MAX_WORKERS)
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "num_workers is %d (0 to %d)", cfg->num_workers,
-                     MAX_WORKERS);
-  if (cfg->prefetch < 0 || cfg->prefetch > MAX_PREFETCH)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "prefetch is %d (0 to %d)",
-                     cfg->prefetch, MAX_PREFETCH);
-  if (cfg->world_size == 0 || cfg->rank >= cfg->world_size)
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "rank %u is not below world_size %u", cfg->rank,
-                     cfg->world_size);
-  if (!(cfg->timeout_s >= 0))
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "timeout_s must be >= 0");
-  if (cfg->device < PL_DEVICE_AUTO || cfg->device > PL_DEVICE_CUDA ||
-      cfg->device_index < 0)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "invalid device %d:%d",
-                     (int)cfg->device, cfg->device_index);
+  PL_TRY(pl_options_check(cfg, err));
   uint64_t bytes;
   if (!pl_mul_u64(cfg->batch_size, ds->sample_bytes, &bytes) ||
       bytes > (1ull << 46))
@@ -373,7 +343,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   int w = cfg->num_workers;
   c->prefetch = cfg->prefetch ? cfg->prefetch : PL_MAX(2 * w, 2);
   c->max_slots = cfg->max_batch_buffers
-                     ? (int)PL_MIN(cfg->max_batch_buffers, 1u << 20)
+                     ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
                      : c->prefetch + 2 + w;
   c->max_slots = PL_MAX(c->max_slots, 1);
   c->slots = calloc((size_t)c->max_slots, sizeof *c->slots);
@@ -423,14 +393,12 @@ static pl_status start_workers(pl_loader *ld, int n, pl_error *err) {
 
 pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
                            pl_loader **out, pl_error *err) {
-  pl_loader_config def;
+  pl_loader_config full;
   if (!out || !ds)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "dataset and out are required");
   *out = NULL;
-  if (!cfg) {
-    pl_loader_config_init(&def);
-    cfg = &def;
-  }
+  PL_TRY(pl_loader_config_upgrade(cfg, &full, err));
+  cfg = &full;
   PL_TRY(validate(ds, cfg, err));
   pl_loader *ld = calloc(1, sizeof *ld);
   if (!ld)
@@ -510,6 +478,7 @@ static pl_status check_stall(pl_core *c, pl_batch *b, pl_error *err) {
   pl_errorf(err, PL_TIMEOUT,
             "sample %llu: still loading after %.1f s (timeout %.1f s)",
             (unsigned long long)idx, pl_now() - t0, c->cfg.timeout_s);
+  pl_error_set_sample(err, idx);
   skip_epoch_of(c, b->job);
   return PL_TIMEOUT;
 }

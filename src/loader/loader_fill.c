@@ -43,7 +43,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
   if (!d)
     return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
   int timed = c->cfg.timeout_s > 0;
-  const pl_sample_ctx ctx = {c->cfg.seed, b->epoch};
+  const pl_sample_ctx ctx = {c->cfg.seed, b->epoch, &c->log};
   pl_status s = PL_OK;
   for (uint32_t i = i0; i < i1 && s == PL_OK; i++) {
     for (int f = 0; f < c->nfields; f++)

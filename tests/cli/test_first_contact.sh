@@ -53,16 +53,16 @@ gpu=0
 grep -qx "loaded: 12 samples in 1 batches, [0-9.]* s" "$T/out" || fail "idx load: $(cat "$T/out")"
 
 # --- 2. IDX roles: labels have 1 dim, images 2 or more.
-expect 1 "pinloader: error: --dataset: $I: an IDX labels file has 1 dim, this one has 3: it looks like an images file (the images file comes first, then the labels)" \
+expect 1 "pinloader: error: --dataset: dataset spec 'idx:$I,$I': $I: an IDX labels file has 1 dim, this one has 3: it looks like an images file (the images file comes first, then the labels)" \
   run --dataset "idx:$I,$I" --device cpu --quiet
-expect 1 "pinloader: error: --dataset: $L: an IDX images file has 2 or more dims, this one has 1: it looks like a labels file (the images file comes first, then the labels)" \
+expect 1 "pinloader: error: --dataset: dataset spec 'idx:$L,$I': $L: an IDX images file has 2 or more dims, this one has 1: it looks like a labels file (the images file comes first, then the labels)" \
   run --dataset "idx:$L,$I" --device cpu --quiet
 [ ! -s "$T/out" ] || fail "a refused data set printed results: $(cat "$T/out")"
 
 # --- 3. an empty CIFAR-10 file, alone or among others with no records.
-expect 1 "pinloader: error: --dataset: $T/empty.bin: empty: no records" \
+expect 1 "pinloader: error: --dataset: dataset spec 'cifar10:$T/empty.bin': $T/empty.bin: empty: no records" \
   run --dataset "cifar10:$T/empty.bin" --device cpu --quiet
-expect 1 "pinloader: error: --dataset: $T/empty.bin and the 1 other files: empty: no records" \
+expect 1 "pinloader: error: --dataset: dataset spec 'cifar10:$T/empty.bin,$T/empty.bin': $T/empty.bin and the 1 other files: empty: no records" \
   run --dataset "cifar10:$T/empty.bin,$T/empty.bin" --device cpu --quiet
 # An empty file beside a full one is a shard that happens to be empty: fine.
 "$CLI" run --dataset "cifar10:$T/c.bin,$T/empty.bin" --device cpu --quiet >"$T/out" 2>&1 ||

@@ -35,9 +35,11 @@
 
 pl_status pl_cuda_fail(pl_error *err, cudaError_t rc, const char *call) {
   (void)cudaGetLastError(); /* do not leave it for an unrelated caller */
-  return pl_errorf(err,
-                   rc == cudaErrorMemoryAllocation ? PL_NO_MEMORY : PL_CUDA,
-                   "%s: %s", call, cudaGetErrorString(rc));
+  pl_status s =
+      pl_errorf(err, rc == cudaErrorMemoryAllocation ? PL_NO_MEMORY : PL_CUDA,
+                "%s: %s", call, cudaGetErrorString(rc));
+  pl_error_set_cuda(err, (int)rc);
+  return s;
 }
 
 int pl_cuda_dev_enter(cuda_backend *be, pl_status *s, pl_error *err) {
@@ -610,8 +612,8 @@ int pl_backend_cuda_device_count(void) {
  * runtime's "CUDA driver version is insufficient" also means "there is no
  * driver at all" (then cudaDriverGetVersion reports 0), and sends users to
  * upgrade a driver they do not have. The CUDA name goes to the debug log. */
-static pl_status no_device(cudaError_t rc, const pl_logger *log,
-                           pl_error *err) {
+static pl_status no_device_words(cudaError_t rc, const pl_logger *log,
+                                 pl_error *err) {
   int drv = 0, rt = 0;
   (void)cudaDriverGetVersion(&drv);
   (void)cudaRuntimeGetVersion(&rt);
@@ -630,6 +632,13 @@ static pl_status no_device(cudaError_t rc, const pl_logger *log,
                      drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
   return pl_errorf(err, PL_NO_DEVICE, "no usable NVIDIA GPU: "
                    "cudaGetDeviceCount: %s", cudaGetErrorString(rc));
+}
+
+static pl_status no_device(cudaError_t rc, const pl_logger *log,
+                           pl_error *err) {
+  no_device_words(rc, log, err);
+  pl_error_set_cuda(err, (int)rc); /* the CUDA code stays in the error */
+  return PL_NO_DEVICE;
 }
 
 static pl_status pick_device(int index, const pl_logger *log, pl_error *err) {

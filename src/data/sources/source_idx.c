@@ -114,11 +114,18 @@ static pl_status idx_check_size(const idx_file *x, pl_error *err) {
   return PL_OK;
 }
 
-static pl_status idx_open_file(const char *path, idx_file *x, pl_error *err) {
+static pl_status idx_check_file(const char *path, idx_file *x, pl_error *err) {
   PL_TRY(pl_file_map_open(path, &x->map, err));
   PL_TRY(idx_parse_magic(x, err));
   PL_TRY(idx_parse_dims(x, err));
   return idx_check_size(x, err);
+}
+
+static pl_status idx_open_file(const char *path, idx_file *x, pl_error *err) {
+  pl_status s = idx_check_file(path, x, err);
+  if (s != PL_OK)
+    pl_error_set_path(err, path);
+  return s;
 }
 
 static void idx_field(const idx_file *x, const char *name, pl_field *f) {

@@ -170,11 +170,15 @@ static pl_status records_map_files(records_impl *r, const char *const *paths,
   for (int f = 0; f < npaths; f++) {
     if (!paths[f])
       return pl_errorf(err, PL_INVALID_ARGUMENT, "path %d is NULL", f);
-    PL_TRY(pl_file_map_open(paths[f], &r->maps[f], err));
-    r->nfiles = f + 1; /* so that destroy closes it */
+    pl_status s = pl_file_map_open(paths[f], &r->maps[f], err);
+    r->nfiles = s == PL_OK ? f + 1 : f; /* so that destroy closes it */
     uint64_t n = 0;
-    PL_TRY(count_records(&r->maps[f], r->header_bytes, r->record_bytes, &n,
-                         err));
+    if (s == PL_OK)
+      s = count_records(&r->maps[f], r->header_bytes, r->record_bytes, &n, err);
+    if (s != PL_OK) {
+      pl_error_set_path(err, paths[f]);
+      return s;
+    }
     if (!pl_add_u64(r->start[f], n, &r->start[f + 1]))
       return pl_errorf(err, PL_FORMAT, "%s: too many records in total",
                        paths[f]);

@@ -11,11 +11,11 @@ PY=${PYTHON:-python3}
 tag=$("$PY" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
 whl=$(ls dist/pinloader-*-"$tag"-"$tag"-*.whl 2>/dev/null | head -1 || true)
 if [ -z "$whl" ]; then
-  echo "60-wheel: no $tag wheel in dist/ ($(ls dist 2>&1 | tr '\n' ' ')): build it with" \
+  echo "70-wheel: no $tag wheel in dist/ ($(ls dist 2>&1 | tr '\n' ' ')): build it with" \
     "scripts/wheel.sh PYTHON (a $tag interpreter) and carry dist/" >&2
   exit 1
 fi
-echo "60-wheel: $whl on $("$PY" --version), $(nvidia-smi -L 2>&1 | head -1)"
+echo "70-wheel: $whl on $("$PY" --version), $(nvidia-smi -L 2>&1 | head -1)"
 target=$(mktemp -d)
 trap 'rm -rf "$target"' EXIT
 "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$target" "$whl"
@@ -29,9 +29,9 @@ data=$(mktemp -d)
 spec="cifar10:$data/data_batch_1.bin,$data/data_batch_2.bin"
 "$cli" run --dataset "$spec" --device cuda --shuffle --epochs 2 --checksum --quiet | tee "$data/gpu"
 "$cli" run --dataset "$spec" --device cpu --shuffle --epochs 2 --checksum --quiet >"$data/cpu"
-grep -q "^device: cuda:0" "$data/gpu" || { echo "60-wheel: the wheel's CLI did not load into the GPU" >&2; exit 1; }
+grep -q "^device: cuda:0" "$data/gpu" || { echo "70-wheel: the wheel's CLI did not load into the GPU" >&2; exit 1; }
 [ "$(grep '^checksum:' "$data/gpu")" = "$(grep '^checksum:' "$data/cpu")" ] ||
-  { echo "60-wheel: GPU and CPU checksums differ" >&2; exit 1; }
-echo "60-wheel: CLI checksum on cuda:0 equals the CPU's: $(grep '^checksum:' "$data/cpu")"
+  { echo "70-wheel: GPU and CPU checksums differ" >&2; exit 1; }
+echo "70-wheel: CLI checksum on cuda:0 equals the CPU's: $(grep '^checksum:' "$data/cpu")"
 rm -rf "$data"
 "$PY" -m pytest -q -p no:cacheprovider -rs .

@@ -1,0 +1,254 @@
+"""The native token, NumPy and image sources against independent readings:
+numpy for tokens and arrays (byte-exact), PIL for images (the same crop,
+decoded and resized by PIL, within 35 dB PSNR)."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import pinloader
+from pinloader import datasets
+
+PIL = pytest.importorskip("PIL.Image")
+
+
+# ---------------------------------------------------------------- tokens
+
+def write_llmc(path, toks, dtype=np.uint16):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1] = (20240520, 1) if dtype == np.uint16 else (20240801, 7)
+    header[2] = len(toks)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(toks, dtype=dtype).tobytes())
+
+
+def test_tokens_stride_matches_numpy(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 50257, 1000).astype(np.uint16)
+    b = rng.integers(0, 50257, 333).astype(np.uint16)
+    a.tofile(tmp_path / "a.bin")          # nanoGPT raw
+    write_llmc(tmp_path / "b.bin", b)      # llm.c shard
+    T = 64
+    ds = datasets.Tokens([tmp_path / "a.bin", tmp_path / "b.bin"], context=T)
+    want = []
+    for data in (a, b):
+        for k in range((len(data) - 1 - T) // T + 1):
+            want.append(data[k * T:k * T + T + 1])
+    assert len(ds) == len(want) == 15 + 5
+    for i, w in enumerate(want):
+        x, y = ds[i]
+        assert x.dtype == np.int64 and x.shape == (T,)
+        assert np.array_equal(x, w[:-1].astype(np.int64))
+        assert np.array_equal(y, w[1:].astype(np.int64))
+
+
+def test_tokens_random_windows_are_windows_of_one_shard(tmp_path):
+    a = np.arange(0, 500, dtype=np.uint32)
+    b = np.arange(100000, 100300, dtype=np.uint32)
+    write_llmc(tmp_path / "a.bin", a, np.uint32)
+    write_llmc(tmp_path / "b.bin", b, np.uint32)
+    T = 32
+    ds = datasets.Tokens([tmp_path / "a.bin", tmp_path / "b.bin"], context=T, samples=200,
+                         dtype="uint32")
+    assert len(ds) == 200
+    loader = pinloader.DataLoader(ds, batch_size=50, num_workers=2, seed=7, output="numpy")
+    starts = []
+    for x, y in loader:
+        assert x.dtype == np.uint32
+        # consecutive tokens inside one shard: never spanning the two
+        assert (np.diff(x, axis=1) == 1).all() and (y == x + 1).all()
+        starts.extend(x[:, 0].tolist())
+    assert len(set(starts)) > 100  # random offsets, not a stride
+    # The same windows for any number of workers (a function of seed, epoch, index).
+    again = pinloader.DataLoader(ds, batch_size=50, num_workers=0, seed=7, output="numpy")
+    assert [v for x, _ in again for v in x[:, 0].tolist()] == starts
+
+
+def test_tokens_errors(tmp_path):
+    (tmp_path / "odd.bin").write_bytes(b"\x01\x02\x03")
+    with pytest.raises(pinloader.Error, match="odd.bin: 3 bytes are not a whole number of 2-byte tokens"):
+        datasets.Tokens(tmp_path / "odd.bin", context=4)
+    write_llmc(tmp_path / "short.bin", np.arange(10))
+    with open(tmp_path / "short.bin", "ab") as f:
+        f.write(b"\0\0")
+    with pytest.raises(pinloader.Error, match="the header says 10 tokens"):
+        datasets.Tokens(tmp_path / "short.bin", context=4)
+    with pytest.raises(pinloader.Error, match="no shard has context"):
+        np.arange(8, dtype=np.uint16).tofile(tmp_path / "tiny.bin")
+        datasets.Tokens(tmp_path / "tiny.bin", context=8)
+
+
+# ---------------------------------------------------------------- numpy
+
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128", ">i4", ">f8"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_npy_dtypes_byte_exact(tmp_path, dtype):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((7, 3, 2)) * 100).astype(dtype)
+    np.save(tmp_path / "x.npy", x)
+    ds = datasets.NPY(tmp_path / "x.npy")
+    assert len(ds) == 7
+    host = x.astype(x.dtype.newbyteorder("=")) if x.dtype.byteorder == ">" else x
+    for i in range(7):
+        (got,) = ds[i]
+        want = host[i]
+        if want.dtype.kind == "c":
+            want = want.view(want.real.dtype).reshape(want.shape + (2,))
+        assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def test_npy_zip_and_npz(tmp_path):
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    y = np.arange(10, dtype=np.int64)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    ds = datasets.NPY(tmp_path / "x.npy", tmp_path / "y.npy")
+    assert [f.name for f in ds.fields] == ["x", "y"]
+    np.savez(tmp_path / "d.npz", image=x, label=y)
+    dz = datasets.NPY(tmp_path / "d.npz")
+    assert [f.name for f in dz.fields] == ["image", "label"]
+    for i in range(10):
+        assert np.array_equal(ds[i][0], x[i]) and ds[i][1] == y[i]
+        assert np.array_equal(dz[i][0], x[i]) and dz[i][1] == y[i]
+    batches = list(pinloader.DataLoader(dz, batch_size=4, output="numpy"))
+    assert np.array_equal(np.concatenate([b[0] for b in batches]), x)
+
+
+def test_npy_refusals(tmp_path):
+    np.save(tmp_path / "f.npy", np.asfortranarray(np.zeros((3, 4))))
+    with pytest.raises(pinloader.Error, match="f.npy: Fortran-order arrays are not supported"):
+        datasets.NPY(tmp_path / "f.npy")
+    np.save(tmp_path / "o.npy", np.array([1, "a"], dtype=object), allow_pickle=True)
+    with pytest.raises(pinloader.Error, match="o.npy: object arrays"):
+        datasets.NPY(tmp_path / "o.npy")
+    np.savez_compressed(tmp_path / "c.npz", a=np.zeros(5))
+    with pytest.raises(pinloader.Error, match="c.npz: member 'a.npy': the member is compressed"):
+        datasets.NPY(tmp_path / "c.npz")
+    np.save(tmp_path / "a.npy", np.zeros(5))
+    np.save(tmp_path / "b.npy", np.zeros(6))
+    with pytest.raises(pinloader.Error, match="array 'b' has 6 rows but 'a' has 5"):
+        datasets.NPY(tmp_path / "a.npy", tmp_path / "b.npy")
+
+
+# ---------------------------------------------------------------- images
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+
+
+def natural_image(w, h, seed):
+    """Smooth gradients plus texture: closer to photos than noise."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    img = np.stack([
+        128 + 100 * np.sin(xx / (17 + seed) + yy / 29),
+        128 + 90 * np.cos(yy / (13 + seed)) * np.sin(xx / 41),
+        128 + 60 * np.sin((xx + yy) / 23),
+    ], axis=-1)
+    img += rng.normal(0, 6, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def make_folder(root, n_per_class=3):
+    sizes = [(500, 375), (333, 480), (640, 427), (300, 300)]
+    k = 0
+    for c, cls in enumerate(["b_dogs", "a_cats"]):
+        os.makedirs(root / cls)
+        for j in range(n_per_class):
+            w, h = sizes[k % len(sizes)]
+            arr = natural_image(w, h, k)
+            im = PIL.fromarray(arr)
+            if k % 3 == 1:
+                im.convert("L").save(root / cls / ("img%d.jpg" % j), quality=92)
+            elif k % 3 == 2:
+                im.save(root / cls / ("img%d.png" % j))
+            else:
+                im.save(root / cls / ("img%d.jpeg" % j), quality=92)
+            k += 1
+    (root / "a_cats" / "notes.txt").write_text("not an image")
+
+
+def pil_reference(path, crop, size):
+    top, left, h, w, flipped = (int(v) for v in crop)
+    im = PIL.open(path).convert("RGB").crop((left, top, left + w, top + h))
+    im = im.resize((size, size), PIL.BILINEAR)
+    if flipped:
+        im = im.transpose(PIL.FLIP_LEFT_RIGHT)
+    return np.asarray(im).transpose(2, 0, 1)
+
+
+def files_of(root):
+    out = []
+    for cls in sorted(os.listdir(root)):
+        out += [os.path.join(root, cls, f) for f in sorted(os.listdir(root / cls))
+                if f.endswith((".jpg", ".jpeg", ".png"))]
+    return out
+
+
+def test_image_folder_layout_and_labels(tmp_path):
+    make_folder(tmp_path)
+    ds = datasets.ImageFolder(tmp_path, size=64)
+    assert len(ds) == 6
+    assert [f.name for f in ds.fields] == ["image", "label"]
+    assert [int(ds[i][1]) for i in range(6)] == [0, 0, 0, 1, 1, 1]  # a_cats first
+
+
+@pytest.mark.parametrize("dct", [False, True])
+def test_train_crops_match_pil(tmp_path, dct):
+    make_folder(tmp_path)
+    size = 96
+    ds = datasets.ImageFolder(tmp_path, size=size, crop_field=True, dct_scaling=dct)
+    paths = files_of(tmp_path)
+    loader = pinloader.DataLoader(ds, batch_size=3, num_workers=2, seed=3, output="numpy")
+    worst = float("inf")
+    for epoch in range(2):
+        i = 0
+        for image, label, crop in loader:
+            for k in range(len(image)):
+                ref = pil_reference(paths[i], crop[k], size)
+                worst = min(worst, psnr(image[k], ref))
+                i += 1
+    assert worst >= (35.0 if dct else 45.0), worst
+
+
+def test_eval_center_crop_matches_pil(tmp_path):
+    make_folder(tmp_path)
+    ds = datasets.ImageFolder(tmp_path, size=64, train=False, resize=73)
+    for i, path in enumerate(files_of(tmp_path)):
+        im = PIL.open(path).convert("RGB")
+        w, h = im.size
+        nw, nh = (73, int(73 * h / w)) if w <= h else (int(73 * w / h), 73)
+        im = im.resize((nw, nh), PIL.BILINEAR)
+        top, left = int(round((nh - 64) / 2.0)), int(round((nw - 64) / 2.0))
+        ref = np.asarray(im.crop((left, top, left + 64, top + 64))).transpose(2, 0, 1)
+        assert psnr(ds[i][0], ref) >= 35.0
+
+
+def test_bad_image_fails_or_is_replaced(tmp_path):
+    make_folder(tmp_path)
+    bad = tmp_path / "a_cats" / "img1.jpg"
+    bad.write_bytes(bad.read_bytes()[:300])  # truncated
+    ds = datasets.ImageFolder(tmp_path, size=32)
+    with pytest.raises(pinloader.Error, match="img1.jpg: JPEG: Premature end of JPEG file"):
+        ds[1]
+    skip = datasets.ImageFolder(tmp_path, size=32, on_error="skip")
+    got = [skip[i][0] for i in range(6)]
+    assert skip.replaced == 1
+    assert all(g.shape == (3, 32, 32) for g in got)
+
+
+def test_list_file(tmp_path):
+    make_folder(tmp_path)
+    lst = tmp_path / "list.txt"
+    lst.write_text("# path label\nb_dogs/img0.jpeg 7\n\na_cats/img2.png 3\n")
+    ds = datasets.ImageFolder(lst, size=32, train=False)
+    assert len(ds) == 2 and int(ds[0][1]) == 7 and int(ds[1][1]) == 3
+    lst.write_text("b_dogs/img0.jpeg seven\n")
+    with pytest.raises(pinloader.Error, match="list.txt:1: want 'PATH LABEL'"):
+        datasets.ImageFolder(lst)

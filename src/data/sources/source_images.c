@@ -1,0 +1,633 @@
+/* Image folders: torchvision's ImageFolder layout or a "PATH LABEL" list,
+ * decoded (data/image_decode) and transformed (data/image_resize) in the
+ * worker, per sample, into a fixed [3, size, size] uint8 image.
+ *
+ * Transforms follow torchvision on PIL images:
+ *  - train: RandomResizedCrop(size, scale, ratio) - transforms.py
+ *    get_params: ten attempts at an area share and a log-uniform aspect,
+ *    w = round(sqrt(area * ratio)), h = round(sqrt(area / ratio)) (Python's
+ *    round: half to even), accepted when it fits, top and left uniform;
+ *    else a central crop clamped to the ratio range - then a horizontal
+ *    flip with probability flip_p. Draws come from (seed, epoch, index).
+ *  - eval: Resize(resize) of the shorter side (the longer side floors, as
+ *    _compute_resized_output_size does), then CenterCrop(size) with
+ *    round((h - size) / 2) above.
+ * Both become one box in the source image resized to size x size, so only
+ * the box (eval: plus the filter's reach) is decoded, at a JPEG DCT scale
+ * of 1/2..1/8 when the box stays at least `size` pixels across. */
+#include "data/dataset.h"
+#include "core/rng.h"
+#include "data/image_decode.h"
+#include "data/image_resize.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RNG_STREAM_CROP 0x63726f70ull /* "crop" */
+#define RNG_STREAM_SKIP 0x736b6970ull /* "skip" */
+#define MAX_FILE_BYTES (256ull << 20)
+#define MAX_DEPTH 32
+#define SKIP_ATTEMPTS 16
+
+typedef struct images_impl {
+  pl_image_options opt;
+  uint64_t n;
+  char *names;      /* NUL-separated paths */
+  uint64_t *offset; /* n: path i at names + offset[i] */
+  int64_t *label;
+  atomic_uint_fast64_t replaced;
+} images_impl;
+
+void pl_image_options_init(pl_image_options *o) {
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->size = 224;
+  o->train = 1;
+  o->scale_min = 0.08;
+  o->scale_max = 1.0;
+  o->ratio_min = 3.0 / 4.0;
+  o->ratio_max = 4.0 / 3.0;
+  o->flip_p = 0.5;
+  o->dct_scaling = 1;
+  o->on_error = PL_IMAGE_ERROR_FAIL;
+}
+
+/* ---------------------------------------------------------------- crops */
+
+typedef struct crop_box {
+  double x0, y0, x1, y1; /* the box that becomes the output */
+  uint32_t rx, ry, rw, rh; /* the region decoded */
+  bool flip;
+  int32_t param[4]; /* top, left, height, width (the crop field) */
+} crop_box;
+
+typedef struct plan_ctx {
+  const images_impl *im;
+  pl_rng rng;
+  crop_box box;
+} plan_ctx;
+
+static void random_resized_crop(plan_ctx *c, uint32_t W, uint32_t H) {
+  const pl_image_options *o = &c->im->opt;
+  double area = (double)W * H;
+  double lr0 = log(o->ratio_min), lr1 = log(o->ratio_max);
+  int64_t w = W, h = H, top = 0, left = 0;
+  int attempt;
+  for (attempt = 0; attempt < 10; attempt++) {
+    double target = area * pl_rng_uniform(&c->rng, o->scale_min, o->scale_max);
+    double aspect = exp(pl_rng_uniform(&c->rng, lr0, lr1));
+    w = (int64_t)rint(sqrt(target * aspect));
+    h = (int64_t)rint(sqrt(target / aspect));
+    if (w > 0 && w <= W && h > 0 && h <= H) {
+      top = (int64_t)pl_rng_below(&c->rng, (uint64_t)(H - h + 1));
+      left = (int64_t)pl_rng_below(&c->rng, (uint64_t)(W - w + 1));
+      break;
+    }
+  }
+  if (attempt == 10) { /* torchvision's fallback: a central crop */
+    double in_ratio = (double)W / H;
+    w = W, h = H;
+    if (in_ratio < o->ratio_min)
+      h = (int64_t)rint(W / o->ratio_min);
+    else if (in_ratio > o->ratio_max)
+      w = (int64_t)rint(H * o->ratio_max);
+    h = PL_MAX(PL_MIN(h, (int64_t)H), 1);
+    w = PL_MAX(PL_MIN(w, (int64_t)W), 1);
+    top = (H - h) / 2;
+    left = (W - w) / 2;
+  }
+  crop_box *b = &c->box;
+  b->x0 = (double)left, b->y0 = (double)top;
+  b->x1 = (double)(left + w), b->y1 = (double)(top + h);
+  b->rx = (uint32_t)left, b->ry = (uint32_t)top;
+  b->rw = (uint32_t)w, b->rh = (uint32_t)h;
+  b->flip = pl_rng_unit(&c->rng) < o->flip_p;
+  b->param[0] = (int32_t)top, b->param[1] = (int32_t)left;
+  b->param[2] = (int32_t)h, b->param[3] = (int32_t)w;
+}
+
+static void resize_center_crop(plan_ctx *c, uint32_t W, uint32_t H) {
+  const pl_image_options *o = &c->im->opt;
+  double R = o->resize, S = o->size;
+  uint64_t nw, nh;
+  if (W <= H) {
+    nw = o->resize;
+    nh = (uint64_t)(R * H / W);
+  } else {
+    nh = o->resize;
+    nw = (uint64_t)(R * W / H);
+  }
+  nw = PL_MAX(nw, 1), nh = PL_MAX(nh, 1);
+  double top = rint(((double)nh - S) / 2.0), left = rint(((double)nw - S) / 2.0);
+  double sx = (double)W / nw, sy = (double)H / nh;
+  crop_box *b = &c->box;
+  b->x0 = left * sx, b->x1 = (left + S) * sx;
+  b->y0 = top * sy, b->y1 = (top + S) * sy;
+  /* The filter reaches `support` (the scale) past the box on each side;
+   * PIL resizes the whole image, so its window is the image. */
+  double mx = PL_MAX(sx, 1.0) + 1, my = PL_MAX(sy, 1.0) + 1;
+  double rx0 = PL_MAX(floor(b->x0 - mx), 0), ry0 = PL_MAX(floor(b->y0 - my), 0);
+  double rx1 = PL_MIN(ceil(b->x1 + mx), W), ry1 = PL_MIN(ceil(b->y1 + my), H);
+  b->rx = (uint32_t)rx0, b->ry = (uint32_t)ry0;
+  b->rw = (uint32_t)PL_MAX(rx1 - rx0, 1), b->rh = (uint32_t)PL_MAX(ry1 - ry0, 1);
+  b->flip = false;
+  b->param[0] = (int32_t)rint(b->y0), b->param[1] = (int32_t)rint(b->x0);
+  b->param[2] = (int32_t)rint(b->y1 - b->y0);
+  b->param[3] = (int32_t)rint(b->x1 - b->x0);
+}
+
+/* The largest DCT scale 1/d that keeps the box at least size across. */
+static uint32_t pick_denom(const crop_box *b, uint32_t size,
+                           uint32_t max_denom) {
+  uint32_t d = max_denom;
+  while (d > 1 && ((b->x1 - b->x0) / d < size || (b->y1 - b->y0) / d < size))
+    d /= 2;
+  return d;
+}
+
+static void plan_decode(void *user, uint32_t W, uint32_t H,
+                        uint32_t max_denom, pl_decode_plan *p) {
+  plan_ctx *c = user;
+  if (c->im->opt.train)
+    random_resized_crop(c, W, H);
+  else
+    resize_center_crop(c, W, H);
+  const crop_box *b = &c->box;
+  *p = (pl_decode_plan){b->rx, b->ry, b->rw, b->rh, 1};
+  if (c->im->opt.dct_scaling)
+    p->denom = pick_denom(b, c->im->opt.size, max_denom);
+}
+
+/* ---------------------------------------------------------------- reads */
+
+static pl_status read_file(const char *path, uint8_t **out, size_t *n,
+                           pl_error *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return pl_errorf(err, PL_IO, "%s: cannot open: %s", path,
+                     strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      (uint64_t)st.st_size > MAX_FILE_BYTES) {
+    pl_status s = pl_errorf(err, PL_IO,
+                            "%s: not a regular file of at most %llu bytes",
+                            path, (unsigned long long)MAX_FILE_BYTES);
+    close(fd);
+    return s;
+  }
+  size_t size = (size_t)st.st_size, got = 0;
+  uint8_t *buf = malloc(size ? size : 1);
+  while (buf && got < size) {
+    ssize_t r = read(fd, buf + got, size - got);
+    if (r <= 0) {
+      int e = r < 0 ? errno : 0;
+      free(buf);
+      close(fd);
+      return pl_errorf(err, PL_IO, "%s: read failed: %s", path,
+                       e ? strerror(e) : "the file shrank");
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  if (!buf)
+    return pl_errorf(err, PL_NO_MEMORY, "%s: out of memory", path);
+  *out = buf;
+  *n = size;
+  return PL_OK;
+}
+
+/* The box in the decoded buffer's pixels, and the filter's window. */
+static void resize_source(const pl_decoded *d, const crop_box *b,
+                          pl_resize_src *s) {
+  double sx = (double)d->sw / d->width, sy = (double)d->sh / d->height;
+  const pl_decode_plan *p = &d->plan;
+  s->rgb = d->rgb;
+  s->w = d->bw, s->h = d->bh;
+  s->box_x0 = b->x0 * sx - d->bx, s->box_x1 = b->x1 * sx - d->bx;
+  s->box_y0 = b->y0 * sy - d->by, s->box_y1 = b->y1 * sy - d->by;
+  double wx0 = floor(p->x * sx) - d->bx, wx1 = ceil((p->x + p->w) * sx) - d->bx;
+  double wy0 = floor(p->y * sy) - d->by, wy1 = ceil((p->y + p->h) * sy) - d->by;
+  s->x0 = (uint32_t)PL_MAX(wx0, 0), s->x1 = (uint32_t)PL_MIN(wx1, d->bw);
+  s->y0 = (uint32_t)PL_MAX(wy0, 0), s->y1 = (uint32_t)PL_MIN(wy1, d->bh);
+  s->x1 = PL_MAX(s->x1, s->x0 + 1), s->y1 = PL_MAX(s->y1, s->y0 + 1);
+}
+
+static pl_status load_one(const images_impl *im, uint64_t index,
+                          const pl_sample_ctx *ctx, void *const *dst,
+                          pl_error *err) {
+  const char *path = im->names + im->offset[index];
+  uint8_t *data = NULL;
+  size_t n = 0;
+  PL_TRY(read_file(path, &data, &n, err));
+  plan_ctx pc = {.im = im,
+                 .rng = pl_rng_for(ctx->seed, ctx->epoch, index,
+                                   RNG_STREAM_CROP)};
+  pl_decoded d;
+  pl_status s = pl_image_decode(data, n, path, plan_decode, &pc, &d, err);
+  free(data);
+  if (s != PL_OK)
+    return s;
+  pl_resize_src src;
+  resize_source(&d, &pc.box, &src);
+  s = pl_resize_rgb(&src, im->opt.size, im->opt.size, pc.box.flip, dst[0],
+                    err);
+  free(d.rgb);
+  if (s != PL_OK)
+    return pl_error_prefix(err, "%s", path);
+  memcpy(dst[1], &im->label[index], sizeof(int64_t));
+  if (im->opt.crop_field) {
+    int32_t crop[5] = {pc.box.param[0], pc.box.param[1], pc.box.param[2],
+                       pc.box.param[3], pc.box.flip};
+    memcpy(dst[2], crop, sizeof crop);
+  }
+  return PL_OK;
+}
+
+static void log_replacement(const pl_sample_ctx *ctx, uint64_t index,
+                            uint64_t with, const pl_error *why) {
+  if (ctx->log)
+    pl_log(ctx->log, PL_LOG_WARN,
+           "images: sample %llu replaced by sample %llu: %s",
+           (unsigned long long)index, (unsigned long long)with, why->message);
+}
+
+static pl_status images_read(const pl_dataset *ds, uint64_t index,
+                             const pl_sample_ctx *ctx, void *const *dst,
+                             pl_error *err) {
+  images_impl *im = ds->impl;
+  pl_status s = load_one(im, index, ctx, dst, err);
+  if (s == PL_OK || im->opt.on_error != PL_IMAGE_ERROR_SKIP ||
+      s == PL_NO_MEMORY)
+    return s;
+  /* The replacement depends on the index alone (not the epoch or the
+   * worker), so a bad file is always replaced by the same good one. */
+  pl_rng r = pl_rng_for(0, 0, index, RNG_STREAM_SKIP);
+  for (int attempt = 0; attempt < SKIP_ATTEMPTS && im->n > 1; attempt++) {
+    uint64_t other = pl_rng_below(&r, im->n - 1);
+    other += other >= index;
+    pl_error why = *err;
+    if (load_one(im, other, ctx, dst, err) == PL_OK) {
+      atomic_fetch_add_explicit(&im->replaced, 1, memory_order_relaxed);
+      log_replacement(ctx, index, other, &why);
+      return PL_OK;
+    }
+  }
+  return pl_error_prefix(err, "no readable replacement after %d tries",
+                         SKIP_ATTEMPTS);
+}
+
+static uint64_t images_replaced(const pl_dataset *ds) {
+  images_impl *im = ds->impl;
+  return atomic_load_explicit(&im->replaced, memory_order_relaxed);
+}
+
+static void images_destroy(void *p) {
+  images_impl *im = p;
+  if (!im)
+    return;
+  free(im->names);
+  free(im->offset);
+  free(im->label);
+  free(im);
+}
+
+static const pl_dataset_vt images_vt = {
+    .kind = "images",
+    .read = images_read,
+    .replaced = images_replaced,
+    .destroy_impl = images_destroy,
+};
+
+/* ---------------------------------------------------------------- listing */
+
+typedef struct listing {
+  char *names;
+  size_t used, cap;
+  uint64_t *offset;
+  int64_t *label;
+  uint64_t n, ncap;
+} listing;
+
+static pl_status list_add(listing *l, const char *path, int64_t label,
+                          pl_error *err) {
+  size_t len = strlen(path) + 1;
+  if (l->used + len > l->cap) {
+    size_t cap = PL_MAX(l->cap * 2, l->used + len + 4096);
+    char *p = realloc(l->names, cap);
+    if (!p)
+      return pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+    l->names = p, l->cap = cap;
+  }
+  if (l->n == l->ncap) {
+    uint64_t cap = PL_MAX(l->ncap * 2, 1024);
+    uint64_t *o = realloc(l->offset, cap * sizeof *o);
+    if (o)
+      l->offset = o;
+    int64_t *b = o ? realloc(l->label, cap * sizeof *b) : NULL;
+    if (!b)
+      return pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+    l->label = b, l->ncap = cap;
+  }
+  memcpy(l->names + l->used, path, len);
+  l->offset[l->n] = l->used;
+  l->label[l->n++] = label;
+  l->used += len;
+  return PL_OK;
+}
+
+static bool has_image_extension(const char *name) {
+  const char *dot = strrchr(name, '.');
+  return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") ||
+                 !strcasecmp(dot, ".png"));
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct names {
+  char **v;
+  size_t n, cap;
+} names;
+
+static void names_sort(names *s) {
+  if (s->n > 1) /* qsort's base may not be NULL, even for 0 items */
+    qsort(s->v, s->n, sizeof *s->v, cmp_str);
+}
+
+static void names_free(names *s) {
+  for (size_t i = 0; i < s->n; i++)
+    free(s->v[i]);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+static bool names_add(names *s, const char *a, const char *b) {
+  if (s->n == s->cap) {
+    size_t cap = PL_MAX(s->cap * 2, 64);
+    char **v = realloc(s->v, cap * sizeof *v);
+    if (!v)
+      return false;
+    s->v = v, s->cap = cap;
+  }
+  size_t la = strlen(a), lb = b ? strlen(b) : 0;
+  char *p = malloc(la + lb + 2);
+  if (!p)
+    return false;
+  memcpy(p, a, la);
+  if (b) {
+    p[la] = '/';
+    memcpy(p + la + 1, b, lb + 1);
+  } else {
+    p[la] = '\0';
+  }
+  s->v[s->n++] = p;
+  return true;
+}
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode); /* follows links */
+}
+
+/* Every folder under dir (dir included), as os.walk(followlinks=True). */
+static pl_status walk_dirs(const char *dir, int depth, names *dirs,
+                           pl_error *err) {
+  if (!names_add(dirs, dir, NULL))
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+  if (depth == MAX_DEPTH)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "%s: folders nest more than %d deep (a link loop?)",
+                     dir, MAX_DEPTH);
+  DIR *d = opendir(dir);
+  if (!d)
+    return pl_errorf(err, PL_IO, "%s: cannot list: %s", dir,
+                     strerror(errno));
+  names subs = {0};
+  pl_status s = PL_OK;
+  struct dirent *e;
+  while (s == PL_OK && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    if (!names_add(&subs, dir, e->d_name))
+      s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+    else if (!is_dir(subs.v[subs.n - 1]))
+      free(subs.v[--subs.n]);
+  }
+  closedir(d);
+  for (size_t i = 0; s == PL_OK && i < subs.n; i++)
+    s = walk_dirs(subs.v[i], depth + 1, dirs, err);
+  names_free(&subs);
+  return s;
+}
+
+/* The image files directly in dir, sorted. */
+static pl_status dir_files(const char *dir, names *files, pl_error *err) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return pl_errorf(err, PL_IO, "%s: cannot list: %s", dir,
+                     strerror(errno));
+  struct dirent *e;
+  pl_status s = PL_OK;
+  while (s == PL_OK && (e = readdir(d))) {
+    if (!has_image_extension(e->d_name))
+      continue;
+    if (!names_add(files, dir, e->d_name))
+      s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+    else if (is_dir(files->v[files->n - 1]))
+      free(files->v[--files->n]);
+  }
+  closedir(d);
+  names_sort(files);
+  return s;
+}
+
+/* One class: files of every folder under it, folders in sorted order (as
+ * sorted(os.walk(...)) visits them), files sorted within each. */
+static pl_status list_class(listing *l, const char *dir, int64_t label,
+                            pl_error *err) {
+  names dirs = {0};
+  pl_status s = walk_dirs(dir, 0, &dirs, err);
+  if (s == PL_OK)
+    names_sort(&dirs);
+  uint64_t before = l->n;
+  for (size_t i = 0; s == PL_OK && i < dirs.n; i++) {
+    names files = {0};
+    s = dir_files(dirs.v[i], &files, err);
+    for (size_t k = 0; s == PL_OK && k < files.n; k++)
+      s = list_add(l, files.v[k], label, err);
+    names_free(&files);
+  }
+  names_free(&dirs);
+  if (s == PL_OK && l->n == before)
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: no .jpg, .jpeg or .png files in class folder",
+                     dir);
+  return s;
+}
+
+static pl_status list_folder(listing *l, const char *root, pl_error *err) {
+  names classes = {0};
+  DIR *d = opendir(root);
+  if (!d)
+    return pl_errorf(err, PL_IO, "%s: cannot list: %s", root,
+                     strerror(errno));
+  struct dirent *e;
+  pl_status s = PL_OK;
+  while (s == PL_OK && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    if (!names_add(&classes, root, e->d_name))
+      s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+    else if (!is_dir(classes.v[classes.n - 1]))
+      free(classes.v[--classes.n]);
+  }
+  closedir(d);
+  names_sort(&classes);
+  if (s == PL_OK && classes.n == 0)
+    s = pl_errorf(err, PL_FORMAT,
+                  "%s: no class folders (want ROOT/CLASS/IMAGE.jpg)", root);
+  for (size_t i = 0; s == PL_OK && i < classes.n; i++)
+    s = list_class(l, classes.v[i], (int64_t)i, err);
+  names_free(&classes);
+  return s;
+}
+
+/* "PATH LABEL" lines; blank lines and '#' comments skipped. */
+static pl_status list_line(listing *l, const char *list, const char *dir,
+                           char *line, uint64_t lineno, pl_error *err) {
+  size_t len = strlen(line);
+  while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+    line[--len] = '\0';
+  if (!len || line[0] == '#')
+    return PL_OK;
+  char *sp = strrchr(line, ' ');
+  char *tab = strrchr(line, '\t');
+  sp = (!sp || (tab && tab > sp)) ? tab : sp;
+  char *end = NULL;
+  long long label = sp ? strtoll(sp + 1, &end, 10) : 0;
+  if (!sp || sp == line || !end || *end || end == sp + 1 || label < 0)
+    return pl_errorf(err, PL_FORMAT,
+                     "%s:%llu: want 'PATH LABEL' with a label >= 0", list,
+                     (unsigned long long)lineno);
+  *sp = '\0';
+  if (line[0] == '/')
+    return list_add(l, line, label, err);
+  char *full = malloc(strlen(dir) + strlen(line) + 2);
+  if (!full)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
+  sprintf(full, "%s/%s", dir, line);
+  pl_status s = list_add(l, full, label, err);
+  free(full);
+  return s;
+}
+
+static pl_status list_file(listing *l, const char *list, pl_error *err) {
+  FILE *f = fopen(list, "r");
+  if (!f)
+    return pl_errorf(err, PL_IO, "%s: cannot open: %s", list,
+                     strerror(errno));
+  char *dir = strdup(list); /* the list's folder: paths are relative to it */
+  char *slash = dir ? strrchr(dir, '/') : NULL;
+  if (dir && !slash)
+    strcpy(dir, ".");
+  else if (slash)
+    slash[slash == dir] = '\0';
+  char *line = NULL;
+  size_t cap = 0;
+  uint64_t no = 0;
+  pl_status s = dir ? PL_OK : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  while (s == PL_OK && getline(&line, &cap, f) >= 0) {
+    no++;
+    line[strcspn(line, "\n")] = '\0';
+    s = list_line(l, list, dir, line, no, err);
+  }
+  free(line);
+  free(dir);
+  fclose(f);
+  if (s == PL_OK && l->n == 0)
+    s = pl_errorf(err, PL_FORMAT, "%s: the list names no images", list);
+  return s;
+}
+
+static pl_status check_options(const pl_image_options *o, pl_error *err) {
+  if (o->struct_size != sizeof *o)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: options not initialised with "
+                     "pl_image_options_init");
+  if (o->size == 0 || o->size > 8192)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: size %u (want 1 to 8192)", o->size);
+  if (!(o->scale_min > 0 && o->scale_min <= o->scale_max && o->scale_max <= 1))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: scale %g:%g (want 0 < min <= max <= 1)",
+                     o->scale_min, o->scale_max);
+  if (!(o->ratio_min > 0 && o->ratio_min <= o->ratio_max &&
+        isfinite(o->ratio_max)))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: ratio %g:%g (want 0 < min <= max)",
+                     o->ratio_min, o->ratio_max);
+  if (!(o->flip_p >= 0 && o->flip_p <= 1))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: flip probability %g (want 0 to 1)", o->flip_p);
+  if (!o->train && o->resize && o->resize < o->size)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: resize %u is smaller than size %u", o->resize,
+                     o->size);
+  if (!pl_image_have_jpeg() || !pl_image_have_png())
+    return pl_errorf(err, PL_UNSUPPORTED,
+                     "images: this build lacks %s (install libjpeg62-turbo-dev "
+                     "and libpng-dev, then rebuild)",
+                     !pl_image_have_jpeg() ? "libjpeg-turbo" : "libpng");
+  return PL_OK;
+}
+
+pl_status pl_dataset_open_images(const char *root_or_list,
+                                 const pl_image_options *opt,
+                                 pl_dataset **out, pl_error *err) {
+  if (!out)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!root_or_list || !root_or_list[0] || !opt)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "images: a folder or list file and options are "
+                     "required");
+  PL_TRY(check_options(opt, err));
+  struct stat st;
+  if (stat(root_or_list, &st) != 0)
+    return pl_errorf(err, PL_IO, "%s: %s", root_or_list, strerror(errno));
+  listing l = {0};
+  pl_status s = S_ISDIR(st.st_mode) ? list_folder(&l, root_or_list, err)
+                                    : list_file(&l, root_or_list, err);
+  images_impl *im = s == PL_OK ? calloc(1, sizeof *im) : NULL;
+  if (s == PL_OK && !im)
+    s = pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  if (s != PL_OK) {
+    free(l.names), free(l.offset), free(l.label);
+    return s;
+  }
+  im->opt = *opt;
+  if (!im->opt.resize)
+    im->opt.resize = (uint32_t)(opt->size / 0.875);
+  im->n = l.n, im->names = l.names, im->offset = l.offset, im->label = l.label;
+  atomic_init(&im->replaced, 0);
+  pl_field fields[3] = {
+      {.name = "image", .dtype = PL_UINT8, .ndim = 3,
+       .shape = {3, opt->size, opt->size}},
+      {.name = "label", .dtype = PL_INT64, .ndim = 0},
+      {.name = "crop", .dtype = PL_INT32, .ndim = 1, .shape = {5}},
+  };
+  s = pl_dataset_new(&images_vt, im, im->n, fields, opt->crop_field ? 3 : 2,
+                     out, err);
+  if (s != PL_OK)
+    images_destroy(im);
+  return s;
+}
