@@ -89,6 +89,9 @@ done
 for f in libpinloader.so libpinloader.a pinloaderConfig.cmake pinloaderTargets.cmake pinloader.pc; do
   [ -n "$(find "$T/prefix" -name "$f")" ] || fail "not installed: $f"
 done
+# Nothing installed may point back into the build tree (it may be gone).
+refs=$(grep -rl --include='*.cmake' --include='*.pc' -e "$build" "$T/prefix/lib")
+[ -z "$refs" ] || fail "installed files refer to the build tree $build: $refs"
 same_as_build "$T/prefix/bin/pinloader"
 
 step "the README's C example against the installed library"
@@ -101,6 +104,11 @@ libdir=$(pkg-config --variable=libdir pinloader)
 cc -std=c11 -Wall -Werror "$T/first.c" $(pkg-config --cflags --libs pinloader) \
   -Wl,-rpath,"$libdir" -o "$T/first-pc" || fail "the example does not build with pkg-config"
 [ -x "$T/first-pc" ] && check_example "$T/first-pc"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror "$T/first.c" $(pkg-config --cflags pinloader) "$libdir/libpinloader.a" \
+  $(pkg-config --static --libs-only-other --libs-only-l pinloader | sed 's/-lpinloader//') \
+  -o "$T/first-pc-static" || fail "the example does not link statically with pkg-config --static"
+[ -x "$T/first-pc-static" ] && check_example "$T/first-pc-static"
 mkdir -p "$T/app"
 cp "$T/first.c" "$T/app/"
 cat >"$T/app/CMakeLists.txt" <<'EOF'
