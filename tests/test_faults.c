@@ -161,6 +161,38 @@ static void alloc_at_create(void) {
   pl_dataset_destroy(ds);
 }
 
+/* Every bookkeeping allocation of create (the handle, the core, the slot
+ * table, the copy plan, the backend, each batch's state, indices and span
+ * array, the worker table), failed in turn: PL_NO_MEMORY, no handle, and
+ * nothing leaked (ASan); with none failed, exact batches. */
+static void bookkeeping_at_create(int workers) {
+  fixture fx = {0};
+  pl_dataset *ds = fixture_dataset(&fx, 100, 8);
+  int failed = 0;
+  for (int k = 0; k < 64; k++) {
+    pl_error err;
+    pl_status s;
+    pl_fault_arm(PL_FAULT_ALLOC, k, 1);
+    pl_loader *ld = make(ds, 10, workers, 4, 0, 0, &err, &s);
+    pl_fault_reset();
+    if (s == PL_OK) {
+      pl_batch *b = NULL;
+      CHECK_OK(pl_loader_next_timed(ld, WAIT_S, &b, &err), &err);
+      CHECK(b && fixture_check_batch(b, 8) == 0);
+      pl_batch_release(b, NULL);
+      pl_loader_destroy(ld);
+      break;
+    }
+    failed++;
+    CHECK_STATUS(s, PL_NO_MEMORY, &err);
+    CHECK_MSG(&err, "out of memory");
+  }
+  /* 5 buffers (prefetch 4 + 1) of 3 allocations each, and 6 more. */
+  CHECK(failed >= 5 * 3 + 5);
+  CHECK(failed < 64);
+  pl_dataset_destroy(ds);
+}
+
 /* The pool grows when the consumer holds batches; a failed growth returns
  * PL_NO_MEMORY from next and loses nothing: the next call (with memory
  * back) delivers the very batch that was due. */
@@ -368,6 +400,8 @@ int main(void) {
   pl_fault_reset();
   file_faults();
   alloc_at_create();
+  bookkeeping_at_create(0);
+  bookkeeping_at_create(3);
   alloc_at_growth(0);
   alloc_at_growth(2);
   thread_create_fails();

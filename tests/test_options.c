@@ -343,6 +343,7 @@ static void error_fields(void) {
   pl_loader_config_init(&cfg);
   cfg.batch_size = 4;
   cfg.num_workers = 2;
+  cfg.device = PL_DEVICE_CPU; /* fixture_check_batch reads host memory */
   pl_loader *ld = NULL;
   CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
   pl_batch *b = NULL;

@@ -235,7 +235,10 @@ def test_bad_image_fails_or_is_replaced(tmp_path):
     bad = tmp_path / "a_cats" / "img1.jpg"
     bad.write_bytes(bad.read_bytes()[:300])  # truncated
     ds = datasets.ImageFolder(tmp_path, size=32)
-    with pytest.raises(pinloader.Error, match="img1.jpg: JPEG: Premature end of JPEG file"):
+    # The file and the decoder's reason; the reason's wording depends on the
+    # libjpeg build ("Premature end of JPEG file" with Debian's, "missing SOS
+    # marker" with the H200 machine's).
+    with pytest.raises(pinloader.Error, match=r"img1\.jpg: JPEG: \S") as info:
         ds[1]
     skip = datasets.ImageFolder(tmp_path, size=32, on_error="skip")
     got = [skip[i][0] for i in range(6)]

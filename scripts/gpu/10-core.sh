@@ -52,7 +52,7 @@ done
 # ---- pinning cost, measured with the library's own page code
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 cat >build-gpu/pin_bench.c <<'C'
-#include "backend/pinned_pool.h"
+#include "backend/host_pages.h"
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +127,7 @@ int main(void) {
 }
 C
 gcc -O2 -std=gnu11 -Iinclude -Isrc -I"$CUDA_HOME/include" build-gpu/pin_bench.c \
-  src/backend/pinned_pool.c -o build-gpu/pin_bench -L"$CUDA_HOME/lib64" -lcudart_static \
+  src/backend/host_pages.c -o build-gpu/pin_bench -L"$CUDA_HOME/lib64" -lcudart_static \
   -lpthread -ldl -lrt 2>&1 | tee "$LOG/pin_bench_build.log"
 ./build-gpu/pin_bench 2>&1 | tee "$LOG/pin_bench.log" || rc=$?
 exit $rc

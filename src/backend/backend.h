@@ -1,18 +1,31 @@
 /* The device backend contract: where batch memory lives and how a filled
- * batch reaches it. Two implementations: backend_cpu.c (host memory, the
- * workers write the consumer's memory directly) and backend_cuda.c
- * (workers write page-locked staging buffers that are copied
- * asynchronously into device memory). The loader knows nothing of CUDA.
+ * batch reaches it. Two implementations: backend/cpu/ (host memory; the
+ * workers write the consumer's memory directly) and backend/cuda/ (workers
+ * write page-locked staging buffers that are copied asynchronously into
+ * device memory). The loader knows nothing of CUDA.
+ *
+ * Creation. The backend's capabilities (pl_backend_caps) are known before
+ * it exists; the copy planner (copy_plan.h) turns them and the loader's
+ * request into a plan, and the backend is created with that plan: staging
+ * size and count, pinned budget, dataset memory to page-lock in place.
+ * There is no later negotiation.
  *
  * Life of one batch buffer (pl_bufmem), as the loader drives it:
  *
  *   buf_alloc                       once, when the pool grows
  *   loop:
- *     fill_begin   worker thread    m->host = memory to write the batch into
- *     (worker writes the fields at m->host + layout offsets)
- *     fill_end     worker thread    make the bytes reach m->data (async copy
- *                                   + event for CUDA; nothing for CPU). On a
- *                                   failed batch fill_abort is called instead.
+ *     fill_begin   worker thread    m->host = memory to write into (a
+ *                                   staging buffer of plan.stage_bytes, or
+ *                                   the batch itself on the CPU). Not
+ *                                   called when the plan stages nothing.
+ *     (worker writes fields at m->host + plan.fields[f].stage_off)
+ *     submit       worker thread    the one copy primitive: spans into
+ *                                   m->data, PL_SPANS_FIRST on a batch's
+ *                                   first call, PL_SPANS_LAST on its last;
+ *                                   a whole batch is one span, one call.
+ *                                   Each call gives back the staging buffer
+ *                                   fill_begin attached. On a failed batch
+ *                                   fill_abort replaces it.
  *     deliver      consumer thread  the batch is handed out (sync mode waits
  *                                   for the copy here)
  *     wait_stream / wait_host       consumer, any number of times
@@ -21,13 +34,14 @@
  *   buf_free                        when the pool is freed
  *
  * fill_begin of a buffer is never called before its previous release; the
- * backend must make sure a new copy into m->data does not start before the
+ * backend makes sure a new copy into m->data does not start before the
  * work on the released stream is done (an event the copy stream waits on,
  * not a host wait). All calls on distinct buffers may run concurrently;
  * calls on one buffer are ordered by the loader. */
 #ifndef PL_BACKEND_H
 #define PL_BACKEND_H
 
+#include "backend/copy_plan.h"
 #include "core/common.h"
 #include "data/dataset.h"
 
@@ -40,9 +54,9 @@ typedef struct pl_bufmem {
   void *priv; /* backend's per-buffer state */
 } pl_bufmem;
 
-/* One copy into a batch buffer: `len` bytes from `src` (dataset memory
- * given to enable_direct, or the staging memory fill_begin handed out) to
- * m->data + dst_off. */
+/* One copy into a batch buffer: `len` bytes from `src` (dataset memory in
+ * plan.regions, or the memory fill_begin handed out) to m->data + dst_off.
+ * A span whose src is m->data + dst_off is already in place. */
 typedef struct pl_span {
   const void *src;
   uint64_t dst_off;
@@ -55,12 +69,10 @@ typedef struct pl_backend_config {
   int device_index;
   int pin_memory;
   int non_blocking;
-  uint64_t pinned_budget;  /* 0: staging_buffers * batch_bytes */
-  uint64_t batch_bytes;    /* bytes of one batch buffer (all fields) */
-  uint64_t stage_bytes;    /* one staging buffer: a whole batch, or a chunk
-                              of one (0: batch_bytes) */
-  int staging_buffers;     /* staging buffers the workers need at once */
-  const pl_logger *log;    /* outlives the backend */
+  /* Read during create only (the backend keeps what it needs): batch and
+   * staging sizes, staging count, pinned budget, regions to page-lock. */
+  const pl_copy_plan *plan;
+  const pl_logger *log; /* outlives the backend */
 } pl_backend_config;
 
 typedef struct pl_backend_vt {
@@ -69,9 +81,14 @@ typedef struct pl_backend_vt {
   pl_status (*buf_alloc)(pl_backend *be, pl_bufmem *m, pl_error *err);
   void (*buf_free)(pl_backend *be, pl_bufmem *m);
   pl_status (*fill_begin)(pl_backend *be, pl_bufmem *m, pl_error *err);
-  /* `used` bytes from the start of m->host hold the batch. */
-  pl_status (*fill_end)(pl_backend *be, pl_bufmem *m, uint64_t used,
-                        pl_error *err);
+  /* Queues the n copies (n <= plan.max_spans) into m->data and gives back
+   * the staging buffer if fill_begin attached one. The call with
+   * PL_SPANS_FIRST is ordered after the consumer's last release; the one
+   * with PL_SPANS_LAST completes the batch (its copies, and all before,
+   * are what deliver / wait_* wait for, and it counts one batch copied).
+   * A span outside the buffer is PL_INVALID_ARGUMENT. Worker thread. */
+  pl_status (*submit)(pl_backend *be, pl_bufmem *m, const pl_span *spans,
+                      int n, int flags, pl_error *err);
   void (*fill_abort)(pl_backend *be, pl_bufmem *m);
   pl_status (*deliver)(pl_backend *be, pl_bufmem *m, pl_error *err);
   pl_status (*wait_stream)(pl_backend *be, pl_bufmem *m, void *stream,
@@ -81,25 +98,7 @@ typedef struct pl_backend_vt {
   /* Host copy of [offset, offset + n) of m->data, after the batch's copy. */
   pl_status (*read_back)(pl_backend *be, pl_bufmem *m, uint64_t offset,
                          void *dst, uint64_t n, pl_error *err);
-  /* Optional (NULL: not supported). Direct mode: the copy engine reads
-   * the dataset's memory in place. Makes the n regions readable by it
-   * until destroy (page-locked, counted as pinned) and shrinks staging
-   * buffers to `stage_bytes`, what the fields still gathered need (0:
-   * none). Called at most once, before the first fill; fails with nothing
-   * changed (the pinned budget cannot hold it, registration failed), and
-   * the loader then gathers as before. */
-  pl_status (*enable_direct)(pl_backend *be, const pl_region *r, int n,
-                             uint64_t stage_bytes, pl_error *err);
-  /* Optional: fill_end for a batch that arrives as pieces (chunked
-   * gathers, direct mode). Queues the n copies into m->data and gives back
-   * the staging buffer if fill_begin attached one (direct mode may not
-   * have). A batch is one or more calls: the one with PL_SPANS_FIRST is
-   * ordered after the consumer's release, as fill_end's copy is; the one
-   * with PL_SPANS_LAST completes the batch (its copies, and all before,
-   * are what deliver / wait_* wait for). Worker thread. */
-  pl_status (*fill_spans)(pl_backend *be, pl_bufmem *m, const pl_span *spans,
-                          int n, int flags, pl_error *err);
-  /* Optional: waits on the host until every copy queued so far is done. */
+  /* Waits on the host until every copy queued so far is done. */
   pl_status (*sync)(pl_backend *be, pl_error *err);
   /* Adds the backend's counters (copies, pinned bytes, fallbacks, copy
    * time) into out. Thread-safe. */
@@ -113,12 +112,16 @@ struct pl_backend {
   char name[96]; /* "cpu", "cuda:0 NVIDIA H200" */
 };
 
+pl_backend_caps pl_backend_cpu_caps(void);
 pl_status pl_backend_cpu_create(const pl_backend_config *cfg,
                                 pl_backend **out, pl_error *err);
 
 /* PL_UNSUPPORTED when built without CUDA; PL_NO_DEVICE when no driver or no
- * such device. The CUDA backend lives in backend_cuda.c; a build without
- * CUDA compiles backend_cuda_none.c instead. */
+ * such device. The CUDA backend lives in backend/cuda/; a build without
+ * CUDA compiles backend/no_cuda.c instead. A failure to page-lock the
+ * plan's regions is PL_CUDA or PL_NO_MEMORY with the cause named: the
+ * loader then plans again without direct mode. */
+pl_backend_caps pl_backend_cuda_caps(void);
 pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
                                  pl_backend **out, pl_error *err);
 int pl_backend_cuda_built(void);

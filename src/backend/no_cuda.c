@@ -1,6 +1,10 @@
 /* The CUDA backend's stand-in for builds without the CUDA toolkit. */
 #include "backend/backend.h"
 
+pl_backend_caps pl_backend_cuda_caps(void) {
+  return (pl_backend_caps){0, 0, 0, 0}; /* never created */
+}
+
 pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
                                  pl_backend **out, pl_error *err) {
   (void)cfg;

@@ -9,6 +9,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+/* Test-only fault injection (see core/fault.h). Compiled out unless the build
+ * sets PL_FAULT_INJECTION. */
+#include "core/fault.h"
 
 #if defined(__GNUC__)
 #define PL_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -73,8 +78,18 @@ static inline uint64_t pl_align_up(uint64_t x, uint64_t a) {
 /* The basename of a path, for messages. */
 const char *pl_basename(const char *path);
 
-/* Test-only fault injection (see core/fault.h). Compiled out unless the build
- * sets PL_FAULT_INJECTION. */
-#include "core/fault.h"
+/* malloc / calloc / realloc for the library's own bookkeeping (handles,
+ * copy plans, span arrays, slot tables): the fault-injection build can make
+ * any of them fail (PL_FAULT_ALLOC), so that every such site is tested to
+ * give a clean PL_NO_MEMORY. Freed with free(). */
+static inline void *pl_malloc(size_t n) {
+  return PL_FAULT(PL_FAULT_ALLOC) ? NULL : malloc(n);
+}
+static inline void *pl_calloc(size_t n, size_t size) {
+  return PL_FAULT(PL_FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+static inline void *pl_realloc(void *p, size_t n) {
+  return PL_FAULT(PL_FAULT_ALLOC) ? NULL : realloc(p, n);
+}
 
 #endif /* PL_COMMON_H */

@@ -20,6 +20,9 @@ typedef enum pl_fault_point {
   PL_FAULT_DEVICE_ALLOC,  /* device memory allocation */
   PL_FAULT_COPY,          /* host-to-device copy submission */
   PL_FAULT_THREAD_CREATE, /* starting a worker thread */
+  PL_FAULT_ALLOC,         /* the library's own bookkeeping memory (pl_malloc:
+                             handles, plans, span arrays, slot tables, CUDA
+                             events) */
   PL_FAULT_POINT_COUNT_
 } pl_fault_point;
 

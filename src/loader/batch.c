@@ -1,6 +1,8 @@
 /* The batch handle the consumer takes and gives back. */
 #include "loader/loader_internal.h"
 
+#include <assert.h>
+
 uint32_t pl_batch_size(const pl_batch *b) { return b ? b->size : 0; }
 uint64_t pl_batch_epoch(const pl_batch *b) { return b ? b->epoch : 0; }
 /* b->index counts from the stream's first batch; a stream restored from a
@@ -18,17 +20,17 @@ uint64_t pl_batch_sample_index(const pl_batch *b, uint32_t i) {
 }
 
 static int field_ok(const pl_batch *b, int field) {
-  return b && field >= 0 && field < b->core->nfields;
+  return b && field >= 0 && field < b->core->copy.nfields;
 }
 
 void *pl_batch_data(const pl_batch *b, int field) {
   if (!field_ok(b, field))
     return NULL;
-  return (char *)b->mem.data + b->core->field_off[field];
+  return (char *)b->mem.data + b->core->copy.fields[field].batch_off;
 }
 
 uint64_t pl_batch_bytes(const pl_batch *b, int field) {
-  return field_ok(b, field) ? (uint64_t)b->size * b->core->field_bytes[field]
+  return field_ok(b, field) ? (uint64_t)b->size * b->core->copy.fields[field].bytes
                             : 0;
 }
 
@@ -67,7 +69,7 @@ pl_status pl_batch_copy_to_host(pl_batch *b, int field, uint64_t offset,
                      (unsigned long long)offset, (unsigned long long)(offset + n),
                      field, (unsigned long long)have);
   pl_backend *be = b->core->be;
-  return be->vt->read_back(be, &b->mem, b->core->field_off[field] + offset,
+  return be->vt->read_back(be, &b->mem, b->core->copy.fields[field].batch_off + offset,
                            dst, n, err);
 }
 
@@ -77,7 +79,9 @@ void pl_batch_release(pl_batch *b, void *stream) {
   pl_core *c = b->core;
   c->be->vt->release(c->be, &b->mem, stream);
   pthread_mutex_lock(&c->mu);
+  assert(b->state == SLOT_HELD); /* released once */
   b->state = SLOT_FREE;
+  assert(c->refs > 0);
   int last = --c->refs == 0;
   pthread_cond_signal(&c->work_cv);  /* a buffer for one more job */
   pthread_cond_signal(&c->ready_cv); /* a consumer filling it itself */

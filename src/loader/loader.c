@@ -5,18 +5,13 @@
 
 #include "core/options.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { FIELD_ALIGN = 256 };
-
-/* copy_chunk_bytes 0: chunks this large fit a last-level cache many times
- * over with two per worker, yet are copied at nearly the full PCIe rate
- * (bench/results/chunk-probe-h200-2026-12-01.md). */
-#define DEFAULT_CHUNK_BYTES (4ull << 20)
 
 /* ------------------------------------------------------------ config */
 
@@ -123,6 +118,7 @@ static pl_batch *find_job(pl_core *c, uint64_t job) {
 /* Claims the next job into a free buffer. [mu] The sample indices are
  * computed later, by the filler, outside the lock. */
 static pl_batch *claim(pl_core *c, pl_batch *b) {
+  assert(b->state == SLOT_FREE);
   b->state = SLOT_FILLING;
   b->gen = c->gen;
   b->job = c->next_claim++;
@@ -136,6 +132,7 @@ static pl_batch *claim(pl_core *c, pl_batch *b) {
 
 /* Publishes a filled buffer. [mu] */
 static void publish(pl_core *c, pl_batch *b) {
+  assert(b->state == SLOT_FILLING);
   if (slot_is_stale(c, b)) {
     b->state = SLOT_FREE;
     pthread_cond_signal(&c->work_cv);
@@ -179,23 +176,13 @@ static void slot_free(pl_core *c, pl_batch *b) {
   free(b);
 }
 
-/* Copies one batch (direct mode) or one chunk needs at most: the size of
- * b->spans. */
-static uint64_t spans_needed(const pl_core *c) {
-  uint64_t n = 0;
-  for (int f = 0; c->direct && f < c->nfields; f++)
-    n += c->field_direct[f] ? c->cfg.batch_size : 1;
-  return c->direct ? n : c->chunk_samples ? (uint64_t)c->nfields : 0;
-}
-
 static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
-  pl_batch *b = calloc(1, sizeof *b);
+  pl_batch *b = pl_calloc(1, sizeof *b);
   if (b)
-    b->sample_idx = calloc(c->cfg.batch_size, sizeof *b->sample_idx);
-  uint64_t nspans = spans_needed(c);
-  if (b && nspans)
-    b->spans = calloc((size_t)nspans, sizeof *b->spans);
-  if (!b || !b->sample_idx || (nspans && !b->spans)) {
+    b->sample_idx = pl_calloc(c->cfg.batch_size, sizeof *b->sample_idx);
+  if (b && b->sample_idx)
+    b->spans = pl_calloc((size_t)c->copy.max_spans, sizeof *b->spans);
+  if (!b || !b->sample_idx || !b->spans) {
     if (b) {
       free(b->spans);
       free(b->sample_idx);
@@ -204,7 +191,7 @@ static pl_status slot_new(pl_core *c, pl_batch **out, pl_error *err) {
     return pl_errorf(err, PL_NO_MEMORY, "out of memory for a batch");
   }
   b->core = c;
-  b->mem.bytes = c->buf_bytes;
+  b->mem.bytes = c->copy.batch_bytes;
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
     free(b->spans);
@@ -242,15 +229,13 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
-  pl_direct_free(c);
-  free(c->field_off);
-  free(c->chunk_off);
-  free(c->field_bytes);
+  pl_copy_plan_free(&c->copy);
   free(c);
 }
 
 void pl_core_unref(pl_core *c) {
   pthread_mutex_lock(&c->mu);
+  assert(c->refs > 0);
   int last = --c->refs == 0;
   pthread_mutex_unlock(&c->mu);
   if (last)
@@ -259,22 +244,87 @@ void pl_core_unref(pl_core *c) {
 
 /* ------------------------------------------------------------ create */
 
-/* Staging for the CUDA backend: whole batches, prefetch-deep; or, for
- * large batches, chunks, two per worker so that one is gathered while the
- * other is copied (loader_fill.c). */
-static void staging_plan(pl_core *c, pl_backend_config *bc) {
-  int w = PL_MAX(c->cfg.num_workers, 1);
-  uint64_t chunk = c->cfg.copy_chunk_bytes ? c->cfg.copy_chunk_bytes
-                                           : DEFAULT_CHUNK_BYTES;
-  pl_chunk_plan(c, chunk, &bc->stage_bytes);
-  bc->staging_buffers = c->chunk_samples ? 2 * w + 2
-                                         : PL_MIN(c->prefetch, w) + 2;
+static void direct_off(pl_core *c, const char *why) {
+  pl_log(&c->log, PL_LOG_INFO,
+         "copies straight from the dataset's memory are off: %s", why);
+}
+
+static pl_plan_request plan_request(const pl_core *c) {
+  const pl_loader_config *cfg = &c->cfg;
+  return (pl_plan_request){
+      .ds = c->ds,
+      .batch_size = cfg->batch_size,
+      .num_workers = cfg->num_workers,
+      .prefetch = c->prefetch,
+      .copy_chunk_bytes = cfg->copy_chunk_bytes,
+      .direct_copy = cfg->direct_copy,
+      .pin_memory = cfg->pin_memory,
+      .pinned_budget = cfg->pinned_budget,
+  };
+}
+
+/* What the plan that was kept says about direct mode. */
+static void log_plan(pl_core *c, double seconds) {
+  const pl_copy_plan *p = &c->copy;
+  if (p->why_not_direct[0])
+    direct_off(c, p->why_not_direct);
+  if (p->mode != PL_PLAN_DIRECT)
+    return;
+  pl_log(&c->log, PL_LOG_INFO,
+         "%llu bytes of dataset memory page-locked in place (%d region%s, "
+         "%.2f s): samples of 64 KiB and more are copied from it, with no "
+         "gather",
+         (unsigned long long)p->region_bytes, p->nregions,
+         p->nregions == 1 ? "" : "s", seconds);
+}
+
+static pl_status create_backend(pl_core *c, pl_device_kind kind,
+                                pl_error *err) {
+  const pl_loader_config *cfg = &c->cfg;
+  pl_backend_config bc = {
+      .device_index = cfg->device_index,
+      .pin_memory = cfg->pin_memory,
+      .non_blocking = cfg->non_blocking,
+      .plan = &c->copy,
+      .log = &c->log,
+  };
+  return kind == PL_DEVICE_CPU ? pl_backend_cpu_create(&bc, &c->be, err)
+                               : pl_backend_cuda_create(&bc, &c->be, err);
+}
+
+/* The copy plan for this kind of backend, then the backend made with it.
+ * One fallback: a direct plan whose dataset memory the driver will not
+ * page-lock (another process holds it, say) is planned again without
+ * direct mode, and the log says why. */
+static pl_status plan_and_create(pl_core *c, pl_device_kind kind,
+                                 pl_error *err) {
+  pl_backend_caps caps = kind == PL_DEVICE_CPU ? pl_backend_cpu_caps()
+                                               : pl_backend_cuda_caps();
+  pl_plan_request req = plan_request(c);
+  pl_copy_plan_free(&c->copy);
+  PL_TRY(pl_copy_plan_make(&caps, &req, &c->copy, err));
+  double t0 = pl_now();
+  pl_status s = create_backend(c, kind, err);
+  if (s != PL_OK && c->copy.mode == PL_PLAN_DIRECT && s != PL_NO_DEVICE &&
+      s != PL_UNSUPPORTED) {
+    direct_off(c, err ? err->message : pl_status_str(s));
+    pl_error_clear(err);
+    req.direct_copy = 0;
+    pl_copy_plan_free(&c->copy);
+    PL_TRY(pl_copy_plan_make(&caps, &req, &c->copy, err));
+    s = create_backend(c, kind, err);
+  }
+  if (s == PL_OK)
+    log_plan(c, pl_now() - t0);
+  return s;
 }
 
 /* CUDA, or (device AUTO) the CPU with a notice when there is none. */
-static pl_status open_cuda(pl_core *c, pl_backend_config *bc, pl_error *err) {
+static pl_status open_backend(pl_core *c, pl_error *err) {
   const pl_loader_config *cfg = &c->cfg;
-  pl_status s = pl_backend_cuda_create(bc, &c->be, err);
+  if (cfg->device == PL_DEVICE_CPU)
+    return plan_and_create(c, PL_DEVICE_CPU, err);
+  pl_status s = plan_and_create(c, PL_DEVICE_CUDA, err);
   if (s == PL_OK || cfg->device == PL_DEVICE_CUDA)
     return s;
   if (s != PL_NO_DEVICE && s != PL_UNSUPPORTED)
@@ -282,52 +332,12 @@ static pl_status open_cuda(pl_core *c, pl_backend_config *bc, pl_error *err) {
   pl_log(&c->log, PL_LOG_INFO, "%s; using the CPU",
          err ? err->message : pl_status_str(s));
   pl_error_clear(err);
-  return pl_backend_cpu_create(bc, &c->be, err);
-}
-
-static pl_status open_backend(pl_core *c, pl_error *err) {
-  const pl_loader_config *cfg = &c->cfg;
-  pl_backend_config bc = {
-      .device_index = cfg->device_index,
-      .pin_memory = cfg->pin_memory,
-      .non_blocking = cfg->non_blocking,
-      .pinned_budget = cfg->pinned_budget,
-      .batch_bytes = c->buf_bytes,
-      .log = &c->log,
-  };
-  staging_plan(c, &bc);
-  pl_status s = PL_OK;
-  if (cfg->device == PL_DEVICE_CPU)
-    s = pl_backend_cpu_create(&bc, &c->be, err);
-  else
-    s = open_cuda(c, &bc, err);
-  /* Chunks need copies by spans; the CPU backend gathers in place. */
-  if (s == PL_OK && !c->be->vt->fill_spans)
-    c->chunk_samples = 0;
-  return s;
-}
-
-static pl_status layout(pl_core *c) {
-  const pl_dataset *ds = c->ds;
-  c->nfields = ds->nfields;
-  c->field_off = calloc((size_t)ds->nfields, sizeof *c->field_off);
-  c->field_bytes = calloc((size_t)ds->nfields, sizeof *c->field_bytes);
-  c->chunk_off = calloc((size_t)ds->nfields, sizeof *c->chunk_off);
-  if (!c->field_off || !c->field_bytes || !c->chunk_off)
-    return PL_NO_MEMORY;
-  uint64_t end = 0;
-  for (int f = 0; f < ds->nfields; f++) {
-    c->field_off[f] = pl_align_up(end, FIELD_ALIGN);
-    c->field_bytes[f] = ds->field_bytes[f];
-    end = c->field_off[f] + (uint64_t)c->cfg.batch_size * ds->field_bytes[f];
-  }
-  c->buf_bytes = PL_MAX(end, 1);
-  return PL_OK;
+  return plan_and_create(c, PL_DEVICE_CPU, err);
 }
 
 static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
                           pl_core **out, pl_error *err) {
-  pl_core *c = calloc(1, sizeof *c);
+  pl_core *c = pl_calloc(1, sizeof *c);
   if (!c)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pthread_mutex_init(&c->mu, NULL);
@@ -346,12 +356,11 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
                      ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
                      : c->prefetch + 2 + w;
   c->max_slots = PL_MAX(c->max_slots, 1);
-  c->slots = calloc((size_t)c->max_slots, sizeof *c->slots);
+  c->slots = pl_calloc((size_t)c->max_slots, sizeof *c->slots);
   *out = c;
-  if (!c->slots || layout(c) != PL_OK)
+  if (!c->slots)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   PL_TRY(open_backend(c, err));
-  pl_direct_setup(c);
   pl_core_restart(c, cfg->epoch, 0);
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
@@ -376,7 +385,7 @@ static void stop_workers(pl_loader *ld) {
 }
 
 static pl_status start_workers(pl_loader *ld, int n, pl_error *err) {
-  ld->threads = calloc((size_t)PL_MAX(n, 1), sizeof *ld->threads);
+  ld->threads = pl_calloc((size_t)PL_MAX(n, 1), sizeof *ld->threads);
   if (!ld->threads)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   for (int i = 0; i < n; i++) {
@@ -400,7 +409,7 @@ pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
   PL_TRY(pl_loader_config_upgrade(cfg, &full, err));
   cfg = &full;
   PL_TRY(validate(ds, cfg, err));
-  pl_loader *ld = calloc(1, sizeof *ld);
+  pl_loader *ld = pl_calloc(1, sizeof *ld);
   if (!ld)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pl_status s = core_new(ds, cfg, &ld->core, err);
@@ -429,6 +438,7 @@ void pl_loader_destroy(pl_loader *ld) {
 
 static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
                          pl_error *err) {
+  assert(b->state == SLOT_READY);
   b->state = SLOT_HELD;
   c->refs++;
   c->next_deliver++;
@@ -442,6 +452,7 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     c->end_pending = next_b == 0;
   }
   pthread_cond_signal(&c->work_cv); /* one more job may be claimed */
+  assert(c->refs >= 2); /* the loader handle and this batch */
   pthread_mutex_unlock(&c->mu);
   pl_status s = c->be->vt->deliver(c->be, &b->mem, err);
   pthread_mutex_lock(&c->mu);
@@ -460,6 +471,7 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
 }
 
 static pl_status take_failure(pl_core *c, pl_batch *b, pl_error *err) {
+  assert(b->state == SLOT_FAILED && b->err.status != PL_OK);
   pl_status s = b->err.status;
   if (err)
     *err = b->err;

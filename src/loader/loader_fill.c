@@ -1,24 +1,23 @@
-/* How a worker fills one batch. The way is chosen once, at create:
+/* How a worker fills one batch, following the copy plan made at create
+ * (backend/copy_plan.h):
  *
- *   whole    the batch is gathered into one buffer the backend hands out
+ *   whole    the batch is gathered into the memory fill_begin hands out
  *            (the batch itself on the CPU, a staging buffer for CUDA),
- *            then fill_end queues one copy of it.
- *   chunked  CUDA, batches of more than twice copy_chunk_bytes: the batch
- *            is gathered chunk_samples samples at a time into a small
- *            staging buffer, and each chunk's copy is queued as soon as it
- *            is full. The chunk is then still in the host's last-level
- *            cache, so the DMA does not read it back from DRAM: a whole
- *            77 MB batch costs three DRAM transfers per byte (read the
- *            source, write staging, DMA reads staging) and stopped near
- *            44 GB/s on the H200 machine; chunks of 4 MiB reached about
- *            52 (bench/results/chunk-probe-h200-2026-12-01.md). It also
- *            pins chunks, not whole batches.
+ *            then submitted as one span.
+ *   chunked  the batch is gathered chunk_samples samples at a time into a
+ *            small staging chunk, each submitted as soon as it is full,
+ *            while it is still in the host's last-level cache: a whole 77
+ *            MB batch costs three DRAM transfers per byte (read the source,
+ *            write staging, DMA reads staging) and stopped near 44 GB/s on
+ *            the H200 machine; chunks of 4 MiB reached about 52
+ *            (bench/results/chunk-probe-h200-2026-12-01.md).
  *   direct   the copy engine reads large fields from the dataset's own
  *            memory (loader_direct.c).
  */
 #include "loader/loader_internal.h"
 #include "core/memcopy.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 /* Whole batches this large are written with streaming stores
@@ -33,21 +32,22 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
         &c->sampler, &b->plan, pos0 + (uint64_t)i * c->sampler.world);
 }
 
-/* Reads samples [i0, i1) of b: field f of sample i goes to
- * base + off[f] + (i - i0) * field_bytes[f]. */
+/* Reads samples [i0, i1) of b into base: field f of sample i goes to
+ * base + stage_off[f] + (i - i0) * bytes[f]. */
 static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
-                              uint32_t i1, uint8_t *base,
-                              const uint64_t *off) {
+                              uint32_t i1, uint8_t *base) {
+  const pl_copy_plan *p = &c->copy;
   void *dst[64];
-  void **d = c->nfields <= 64 ? dst : malloc((size_t)c->nfields * sizeof *d);
+  void **d = p->nfields <= 64 ? dst : pl_malloc((size_t)p->nfields * sizeof *d);
   if (!d)
     return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
   int timed = c->cfg.timeout_s > 0;
   const pl_sample_ctx ctx = {c->cfg.seed, b->epoch, &c->log};
   pl_status s = PL_OK;
   for (uint32_t i = i0; i < i1 && s == PL_OK; i++) {
-    for (int f = 0; f < c->nfields; f++)
-      d[f] = base + off[f] + (uint64_t)(i - i0) * c->field_bytes[f];
+    for (int f = 0; f < p->nfields; f++)
+      d[f] = base + p->fields[f].stage_off +
+             (uint64_t)(i - i0) * p->fields[f].bytes;
     if (timed) {
       atomic_store_explicit(&b->cur_sample, b->sample_idx[i],
                             memory_order_relaxed);
@@ -67,39 +67,56 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
 
 static pl_status fill_whole(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
-  pl_copy_set_streaming(c->buf_bytes >= STREAM_BATCH_BYTES);
+  const pl_copy_plan *p = &c->copy;
+  pl_copy_set_streaming(p->batch_bytes >= STREAM_BATCH_BYTES);
   PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
-  pl_status s = read_samples(c, b, 0, b->size, b->mem.host, c->field_off);
+  pl_status s = read_samples(c, b, 0, b->size, b->mem.host);
   pl_copy_fence(); /* the sources' streaming stores land before the DMA */
   if (s != PL_OK) {
     bv->fill_abort(c->be, &b->mem);
     return s;
   }
-  return bv->fill_end(c->be, &b->mem, c->buf_bytes, &b->err);
+  /* Staging is laid out as the batch (stage_off == batch_off). */
+  b->spans[0] = (pl_span){b->mem.host, 0, p->batch_bytes};
+  return bv->submit(c->be, &b->mem, b->spans, 1,
+                    PL_SPANS_FIRST | PL_SPANS_LAST, &b->err);
+}
+
+/* One span per field of samples [i0, i1), gathered at host. */
+static int chunk_spans(const pl_copy_plan *p, pl_batch *b, uint32_t i0,
+                       uint32_t i1, const uint8_t *host) {
+  int n = 0;
+  for (int f = 0; f < p->nfields; f++) {
+    const pl_field_plan *fp = &p->fields[f];
+    if (!fp->bytes)
+      continue;
+    assert(fp->stage_off + (uint64_t)(i1 - i0) * fp->bytes <= p->stage_bytes);
+    b->spans[n++] = (pl_span){host + fp->stage_off,
+                              fp->batch_off + (uint64_t)i0 * fp->bytes,
+                              (uint64_t)(i1 - i0) * fp->bytes};
+  }
+  assert((uint64_t)n <= p->max_spans);
+  return n;
 }
 
 static pl_status fill_chunked(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
+  const pl_copy_plan *p = &c->copy;
   pl_copy_set_streaming(0);
-  for (uint64_t k0 = 0; k0 < b->size; k0 += c->chunk_samples) {
+  for (uint64_t k0 = 0; k0 < b->size; k0 += p->chunk_samples) {
     uint32_t i0 = (uint32_t)k0,
-             i1 = (uint32_t)PL_MIN(k0 + c->chunk_samples, (uint64_t)b->size);
+             i1 = (uint32_t)PL_MIN(k0 + p->chunk_samples, (uint64_t)b->size);
     PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
     uint8_t *host = b->mem.host;
-    pl_status s = read_samples(c, b, i0, i1, host, c->chunk_off);
+    pl_status s = read_samples(c, b, i0, i1, host);
     if (s != PL_OK) {
       bv->fill_abort(c->be, &b->mem);
       return s;
     }
-    int n = 0;
-    for (int f = 0; f < c->nfields; f++)
-      if (c->field_bytes[f])
-        b->spans[n++] = (pl_span){host + c->chunk_off[f],
-                                  c->field_off[f] + i0 * c->field_bytes[f],
-                                  (uint64_t)(i1 - i0) * c->field_bytes[f]};
+    int n = chunk_spans(p, b, i0, i1, host);
     int flags = (i0 == 0 ? PL_SPANS_FIRST : 0) |
                 (i1 == b->size ? PL_SPANS_LAST : 0);
-    PL_TRY(bv->fill_spans(c->be, &b->mem, b->spans, n, flags, &b->err));
+    PL_TRY(bv->submit(c->be, &b->mem, b->spans, n, flags, &b->err));
   }
   return PL_OK;
 }
@@ -107,32 +124,21 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
 void pl_fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
   compute_indices(c, b);
-  pl_status s = c->direct          ? pl_direct_fill(c, b)
-                : c->chunk_samples ? fill_chunked(c, b)
-                                   : fill_whole(c, b);
+  pl_status s;
+  switch (c->copy.mode) {
+  case PL_PLAN_DIRECT:
+    s = pl_direct_fill(c, b);
+    break;
+  case PL_PLAN_CHUNKED:
+    s = fill_chunked(c, b);
+    break;
+  default:
+    s = fill_whole(c, b);
+    break;
+  }
   if (s != PL_OK && b->err.status == PL_OK)
     pl_errorf(&b->err, s, "%s", pl_status_str(s));
   atomic_fetch_add_explicit(&c->worker_busy_ns,
                             (uint64_t)((pl_now() - t0) * 1e9),
                             memory_order_relaxed);
-}
-
-void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes) {
-  c->chunk_samples = 0;
-  *stage_bytes = 0;
-  if (!chunk_bytes || chunk_bytes == UINT64_MAX ||
-      c->buf_bytes / 2 <= chunk_bytes)
-    return;
-  uint64_t per = 0;
-  for (int f = 0; f < c->nfields; f++)
-    per += c->field_bytes[f];
-  uint64_t k = PL_MAX(chunk_bytes / PL_MAX(per, 1), 1);
-  k = PL_MIN(k, (uint64_t)c->cfg.batch_size);
-  uint64_t end = 0;
-  for (int f = 0; f < c->nfields; f++) {
-    c->chunk_off[f] = pl_align_up(end, 64);
-    end = c->chunk_off[f] + k * c->field_bytes[f];
-  }
-  c->chunk_samples = (uint32_t)k;
-  *stage_bytes = PL_MAX(end, 1);
 }

@@ -13,6 +13,10 @@
  * (a job became claimable, or stop), ready_cv wakes the consumer (a batch
  * became ready or failed, or a buffer was released).
  *
+ * Who calls whom: loader.c (create, the job stream, workers, consumer)
+ * calls loader_fill.c (pl_fill), which calls loader_direct.c; batch.c and
+ * state.c call loader.c. Nothing calls back up that chain.
+ *
  * The job stream. Batches are numbered jobs 0, 1, 2, ... from the stream's
  * start (creation, set_epoch or load_state start a new stream and bump
  * `gen`). The first epoch of a stream may start mid-epoch (a restored
@@ -52,7 +56,7 @@ struct pl_batch {
   pl_epoch_plan plan;
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
-  pl_span *spans;       /* chunked or direct mode: see spans_needed */
+  pl_span *spans;       /* plan.max_spans entries */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
@@ -70,28 +74,15 @@ struct pl_core {
   pl_sampler sampler;
   pl_loader_config cfg;
 
-  int nfields;
-  uint64_t *field_off;   /* byte offset of each field's array in a buffer */
-  uint64_t *field_bytes; /* bytes of one sample of each field */
-  uint64_t buf_bytes;
+  /* How batches reach the backend's memory: routes, layouts, staging
+   * (backend/copy_plan.h). Made before the backend, fixed after. */
+  pl_copy_plan copy;
 
   pl_batch **slots; /* [mu] all buffers allocated so far */
   int nslots;       /* [mu] */
   int growing;      /* [mu] buffers being allocated outside the lock */
   int max_slots;
   int prefetch;
-  /* Chunked gathers (loader_fill.c), fixed at create: 0 samples means
-   * whole batches. */
-  uint32_t chunk_samples; /* samples per chunk */
-  uint64_t *chunk_off;    /* per field: its array in a chunk */
-
-  /* Direct mode (loader_direct.c), fixed at create. */
-  int direct;            /* large fields are copied from the dataset itself */
-  uint8_t *field_direct; /* per field: copied straight (1) or gathered (0) */
-  uint64_t *stage_off;   /* per gathered field: its array in a staging buffer */
-  uint64_t stage_bytes;  /* a staging buffer: the gathered fields only */
-  pl_region *regions;    /* the dataset memory registered */
-  int nregions;
 
   /* The job stream [mu]. */
   uint64_t gen;
@@ -125,22 +116,13 @@ static inline int pl_core_abandoned(pl_core *c, const pl_batch *b) {
          atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
 }
 
-/* Fills a claimed batch (loader_fill.c): sample indices, the gather and
- * the copies; failures in b->err. Lock not held. */
+/* Fills a claimed batch (loader_fill.c) the way c->copy says: sample
+ * indices, the gather and the copies; failures in b->err. Lock not held. */
 void pl_fill(pl_core *c, pl_batch *b);
 
-/* Chunked gathers for copy_chunk_bytes (0 = whole batches): sets
- * chunk_samples and chunk_off, and the staging buffer size they need in
- * *stage_bytes (0: whole batches). Needs the layout. */
-void pl_chunk_plan(pl_core *c, uint64_t chunk_bytes, uint64_t *stage_bytes);
-
-/* Direct mode (loader_direct.c). setup: after the backend exists, turns it
- * on when the dataset, the backend and the pinned budget allow, and logs
- * why not otherwise (never fails the create). fill: the whole fill of one
- * batch (copies, and the gather of small fields), errors in b->err. */
-void pl_direct_setup(pl_core *c);
+/* Direct mode's fill of one batch (loader_direct.c, called by pl_fill):
+ * spans straight from the dataset's memory, the small fields gathered. */
 pl_status pl_direct_fill(pl_core *c, pl_batch *b);
-void pl_direct_free(pl_core *c);
 
 /* Drop one reference; frees the core at zero. Takes the lock itself. */
 void pl_core_unref(pl_core *c);

@@ -1,4 +1,5 @@
-/* The CUDA backend through its contract (src/backend.h): device bytes equal
+/* The CUDA backend through its contract (src/backend/backend.h), created
+ * with hand-made whole-batch copy plans: device bytes equal
  * the staged bytes; the copy waits for the consumer's release on the GPU
  * (not the host) and consumers' streams wait for the copy; the pinned pool
  * keeps its budget and falls back to pageable memory with one warning.
@@ -13,7 +14,7 @@ int main(void) {
 #else
 
 #include "backend/backend.h"
-#include "backend/pinned_pool.h"
+#include "backend/host_pages.h"
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -35,18 +36,42 @@ static void log_reset(void) {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* A whole-batch plan, as the planner makes for one field of batch_bytes:
+ * staging laid out as the batch, `staging` buffers, a budget of exactly
+ * those. The tests run one backend at a time; the plans live here. */
+static pl_copy_plan g_plans[4];
+static int g_next_plan;
+
 static pl_backend_config config(uint64_t batch_bytes, int staging, int pin,
                                 int non_blocking) {
+  pl_copy_plan *p = &g_plans[g_next_plan++ % 4];
+  *p = (pl_copy_plan){
+      .mode = PL_PLAN_WHOLE,
+      .batch_bytes = batch_bytes,
+      .stage_bytes = batch_bytes,
+      .staging_buffers = staging,
+      .pinned_budget = pl_pages_size(batch_bytes) * (uint64_t)staging,
+      .max_spans = 1,
+  };
   pl_backend_config c = {
       .device_index = 0,
       .pin_memory = pin,
       .non_blocking = non_blocking,
-      .pinned_budget = 0,
-      .batch_bytes = batch_bytes,
-      .staging_buffers = staging,
+      .plan = p,
       .log = &g_logger,
   };
   return c;
+}
+
+static void set_budget(pl_backend_config *c, uint64_t budget) {
+  ((pl_copy_plan *)c->plan)->pinned_budget = budget;
+}
+
+/* A whole staged batch is one span, submitted first and last at once. */
+static pl_status submit_whole(pl_backend *be, pl_bufmem *m, uint64_t used,
+                              pl_error *err) {
+  pl_span all = {m->host, 0, used};
+  return be->vt->submit(be, m, &all, 1, PL_SPANS_FIRST | PL_SPANS_LAST, err);
 }
 
 static pl_backend *make(const pl_backend_config *c) {
@@ -78,7 +103,7 @@ static uint64_t mismatch(const uint8_t *p, uint64_t n, uint64_t tag) {
   return n;
 }
 
-/* fill_begin + write pattern `tag` into `used` bytes + fill_end. */
+/* fill_begin + write pattern `tag` into `used` bytes + submit. */
 static pl_status fill(pl_backend *be, pl_bufmem *m, uint64_t used,
                       uint64_t tag) {
   pl_error err;
@@ -88,7 +113,7 @@ static pl_status fill(pl_backend *be, pl_bufmem *m, uint64_t used,
     return s;
   CHECK(m->host != NULL);
   pattern(m->host, used, tag);
-  s = be->vt->fill_end(be, m, used, &err);
+  s = submit_whole(be, m, used, &err);
   CHECK_OK(s, &err);
   return s;
 }
@@ -244,7 +269,7 @@ static void test_stream_order(int non_blocking) {
   CHECK_OK(be->vt->fill_begin(be, &m, &err), &err);
   pattern(m.host, n, 202);
   double t0 = now_s();
-  CHECK_OK(be->vt->fill_end(be, &m, n, &err), &err);
+  CHECK_OK(submit_whole(be, &m, n, &err), &err);
   double t_fill = now_s() - t0;
   t0 = now_s();
   CHECK_OK(be->vt->deliver(be, &m, &err), &err);
@@ -257,9 +282,9 @@ static void test_stream_order(int non_blocking) {
   check_dev_ptr(dst1, n, 101); /* s1 read the old batch, intact */
   check_dev_ptr(dst2, n, 202); /* s2 waited for the new one */
   check_device(be, &m, n, 202);
-  /* Ordering happened on the GPU: fill_end did not wait for the stall;
+  /* Ordering happened on the GPU: submit did not wait for the stall;
    * deliver waits only in blocking mode. */
-  printf("stream order (non_blocking %d): fill_end %.1f ms, deliver %.1f ms\n",
+  printf("stream order (non_blocking %d): submit %.1f ms, deliver %.1f ms\n",
          non_blocking, t_fill * 1e3, t_deliver * 1e3);
   CHECK(t_fill < 0.15);
   if (non_blocking)
@@ -307,8 +332,8 @@ static void test_staging_count(void) {
   CHECK(m[0].host != m[0].data);
   pattern(m[0].host, bytes, 10);
   pattern(m[1].host, bytes, 11);
-  CHECK_OK(be->vt->fill_end(be, &m[1], bytes, &err), &err);
-  CHECK_OK(be->vt->fill_end(be, &m[0], bytes, &err), &err);
+  CHECK_OK(submit_whole(be, &m[1], bytes, &err), &err);
+  CHECK_OK(submit_whole(be, &m[0], bytes, &err), &err);
   for (int k = 2; k < 4; k++)
     fill(be, &m[k], bytes, 10 + (uint64_t)k);
   /* An aborted fill gives its staging buffer back. */
@@ -334,7 +359,7 @@ static void test_budget(void) {
   const uint64_t bytes = 1u << 20;
   log_reset();
   pl_backend_config c = config(bytes, 3, 1, 1);
-  c.pinned_budget = pl_pages_size(bytes) + 100;
+  set_budget(&c, pl_pages_size(bytes) + 100);
   pl_backend *be = make(&c);
   if (!be)
     return;
@@ -346,7 +371,7 @@ static void test_budget(void) {
   }
   for (int i = 0; i < 3; i++) {
     pattern(m[i].host, bytes, 40 + (uint64_t)i);
-    CHECK_OK(be->vt->fill_end(be, &m[i], bytes, &err), &err);
+    CHECK_OK(submit_whole(be, &m[i], bytes, &err), &err);
   }
   for (int i = 0; i < 3; i++) {
     CHECK_OK(be->vt->deliver(be, &m[i], &err), &err);
@@ -354,7 +379,7 @@ static void test_budget(void) {
     be->vt->release(be, &m[i], NULL);
   }
   pl_loader_stats s = stats(be);
-  CHECK(s.pinned_bytes <= c.pinned_budget);
+  CHECK(s.pinned_bytes <= c.plan->pinned_budget);
   CHECK_EQ_U64(s.pinned_bytes, pl_pages_size(bytes));
   CHECK_EQ_U64(s.pinned_fallbacks, 2);
   CHECK(g_log.warnings == 1);
@@ -413,6 +438,54 @@ static void test_threads(int pin) {
   be->vt->destroy(be);
 }
 
+/* A batch in pieces: two submits (FIRST, then LAST) of two spans each, in
+ * reverse order within the buffer; and a span outside the buffer refused
+ * with the staging buffer given back (the next fill works). */
+static void test_spans(void) {
+  const uint64_t bytes = 64u << 10, half = bytes / 2, q = bytes / 4;
+  pl_backend_config c = config(bytes, 1, 1, 1);
+  pl_backend *be = make(&c);
+  if (!be)
+    return;
+  pl_bufmem m;
+  alloc_buf(be, &m, bytes);
+  pl_error err;
+  uint8_t *want = malloc(bytes);
+  pattern(want, bytes, 55);
+  for (int piece = 0; piece < 2; piece++) {
+    CHECK_OK(be->vt->fill_begin(be, &m, &err), &err);
+    uint8_t *h = m.host;
+    uint64_t base = piece ? 0 : half; /* the second half goes first */
+    memcpy(h, want + base + q, q);
+    memcpy(h + q, want + base, q);
+    pl_span sp[2] = {{h, base + q, q}, {h + q, base, q}};
+    CHECK_OK(be->vt->submit(be, &m, sp, 2, piece ? PL_SPANS_LAST : PL_SPANS_FIRST,
+                            &err),
+             &err);
+    CHECK(m.host == NULL);
+  }
+  CHECK_OK(be->vt->deliver(be, &m, &err), &err);
+  check_device(be, &m, bytes, 55);
+  be->vt->release(be, &m, NULL);
+  pl_loader_stats st = stats(be);
+  CHECK_EQ_U64(st.batches_copied, 1);
+  CHECK_EQ_U64(st.bytes_copied, bytes);
+
+  CHECK_OK(be->vt->fill_begin(be, &m, &err), &err);
+  pl_span bad = {m.host, bytes - 10, 11};
+  CHECK_STATUS(be->vt->submit(be, &m, &bad, 1, PL_SPANS_FIRST | PL_SPANS_LAST,
+                              &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "is outside the 65536-byte batch buffer");
+  CHECK(m.host == NULL);
+  fill(be, &m, bytes, 56); /* the one staging buffer came back */
+  check_device(be, &m, bytes, 56);
+  be->vt->release(be, &m, NULL);
+  free(want);
+  be->vt->buf_free(be, &m);
+  be->vt->destroy(be);
+}
+
 /* The caller's current device is left as it was. */
 static void test_device_kept(void) {
   int before = -1, after = -2;
@@ -467,10 +540,27 @@ static void test_faults(void) {
   CHECK(strstr(g_log.last, "cudaHost") != NULL);
   pl_fault_reset();
 
+  /* Bookkeeping allocations and events, failed one at a time: each a
+   * clean PL_NO_MEMORY with nothing left allocated, until none is hit. */
+  int k;
+  for (k = 0; k < 16; k++) {
+    pl_bufmem t = {.bytes = bytes};
+    pl_fault_arm(PL_FAULT_ALLOC, k, 1);
+    pl_status st = be->vt->buf_alloc(be, &t, &err);
+    pl_fault_reset();
+    if (st == PL_OK) {
+      be->vt->buf_free(be, &t);
+      break;
+    }
+    CHECK_STATUS(st, PL_NO_MEMORY, &err);
+    CHECK(t.data == NULL && t.priv == NULL);
+  }
+  CHECK(k >= 3 && k < 16); /* its state and two events */
+
   /* Copy submission failure: reported, the staging buffer comes back. */
   pl_fault_arm(PL_FAULT_COPY, 0, 1);
   CHECK_OK(be->vt->fill_begin(be, &m, &err), &err);
-  CHECK_STATUS(be->vt->fill_end(be, &m, bytes, &err), PL_CUDA, &err);
+  CHECK_STATUS(submit_whole(be, &m, bytes, &err), PL_CUDA, &err);
   CHECK_MSG(&err, "cudaMemcpyAsync: ");
   for (uint64_t it = 0; it < 4; it++) { /* and the buffer works on */
     fill(be, &m, bytes, 80 + it);
@@ -512,6 +602,7 @@ int main(void) {
   test_budget();
   test_threads(1);
   test_threads(0);
+  test_spans();
   test_device_kept();
 #ifdef PL_FAULT_INJECTION
   test_faults();

@@ -1,6 +1,6 @@
 /* Host pages for staging buffers: mapping, NUMA placement and multi-threaded
- * fault-in (see pinned_pool.h). */
-#include "backend/pinned_pool.h"
+ * fault-in (see host_pages.h). */
+#include "backend/host_pages.h"
 
 #include "core/common.h"
 
