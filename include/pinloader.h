@@ -367,10 +367,12 @@ typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
      "shuffle each epoch: a permutation of (seed, epoch)")                    \
   XX(seed, U64, 0, 0, UINT64_MAX, "the shuffle's seed")                       \
   XX(drop_last, BOOL, 0, 0, 1, "drop the short last batch")                   \
-  XX(num_workers, INT, 0, 0, PL_MAX_WORKERS,                                  \
-     "worker threads; 0 loads in the consumer's thread")                      \
-  XX(prefetch, INT, 0, 0, PL_MAX_PREFETCH,                                    \
-     "batches in flight ahead of the consumer; 0: 2 per worker, at least 2")  \
+  XX(num_workers, AUTO_INT, 0, 0, PL_MAX_WORKERS,                             \
+     "worker threads; 0 loads in the consumer's thread; auto: tuned while "   \
+     "running, within cpu_budget")                                            \
+  XX(prefetch, AUTO_INT, 0, 0, PL_MAX_PREFETCH,                               \
+     "batches in flight ahead of the consumer; 0: 2 per worker, at least 2; " \
+     "auto: tuned while running")                                             \
   XX(device, DEVICE, PL_DEVICE_AUTO, PL_DEVICE_AUTO, PL_DEVICE_CUDA,          \
      "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N")            \
   XX(device_index, INT, 0, 0, INT32_MAX, "the CUDA device's ordinal")         \
@@ -398,7 +400,18 @@ typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
      "seconds a sample may take to load before its batch fails with "         \
      "PL_TIMEOUT; 0: forever (needs num_workers > 0)")                        \
   XX(log_level, LOG_LEVEL, PL_LOG_INFO, PL_LOG_DEBUG, PL_LOG_ERROR,           \
-     "least level passed to the log hook: debug, info, warn or error")
+     "least level passed to the log hook: debug, info, warn or error")        \
+  XX(timings, BOOL, 1, 0, 1,                                                  \
+     "per-stage clocks (pl_loader_timings_get, the report); off only to "     \
+     "measure their cost; auto workers or prefetch keep them on")             \
+  XX(cpu_budget, REAL, 0, 0, 65536,                                           \
+     "cores auto workers may use; 0: the cores this process may run on "      \
+     "(affinity, cgroup cpu.max) less max(1, cores/8); never more than them") \
+  XX(replay_batches, U32, 0, 0, 65536,                                        \
+     "headroom: after replay_after batches keep this many and hand them out " \
+     "again instead of loading (the data repeats: a measurement mode); 0 off") \
+  XX(replay_after, U64, 0, 0, UINT64_MAX,                                     \
+     "batches loaded and handed out normally before the replay")
 
 /* What an option holds, and how pl_loader_config_set reads its text. */
 typedef enum pl_option_type {
@@ -411,7 +424,8 @@ typedef enum pl_option_type {
   PL_OPT_REAL,      /* double; text: a finite decimal number */
   PL_OPT_DEVICE,    /* pl_device_kind; text: auto, cpu, cuda or cuda:N (which
                        also sets device_index) */
-  PL_OPT_LOG_LEVEL  /* pl_log_level; text: debug, info, warn or error */
+  PL_OPT_LOG_LEVEL, /* pl_log_level; text: debug, info, warn or error */
+  PL_OPT_AUTO_INT   /* int; text: decimal digits, or auto (PL_AUTO, -1) */
 } pl_option_type;
 
 typedef struct pl_loader_config {
@@ -446,7 +460,16 @@ typedef struct pl_loader_config {
   /* New fields are only ever appended here: a caller built against an older
    * header passes its smaller struct_size, and pl_loader_create gives the
    * fields past it their defaults. */
+  int timings;             /* issue 15: see PL_OPTION_MAP and docs/report.md */
+  double cpu_budget;
+  uint32_t replay_batches;
+  uint64_t replay_after;
 } pl_loader_config;
+
+/* num_workers / prefetch PL_AUTO ("auto"): tuned at run time from measured
+ * stalls and CPU use, within cpu_budget; each change goes to the log with
+ * its reason (docs/report.md). */
+#define PL_AUTO (-1)
 
 /* The smallest struct_size pl_loader_create accepts: the first published
  * layout ends with log_level. */
@@ -590,6 +613,59 @@ typedef struct pl_loader_stats {
 } pl_loader_stats;
 
 PL_API void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out);
+
+/* Where the time goes, stage by stage (config.timings). Steady state: sums
+ * run from the first batch handed out (startup_s is the wait for it) to the
+ * last, or to the start of the replay (replay_batches). Worker stages are
+ * summed over the workers; a worker's time is idle, waiting for a buffer,
+ * reading, transforming or staging. Fields are only ever added at the end;
+ * pl_loader_timings_get writes the first `size` bytes (pass sizeof *out),
+ * so that a caller built against an older header keeps working. */
+typedef struct pl_loader_timings {
+  double wall_s;          /* steady state: first batch out to the last */
+  double startup_s;       /* from the first pl_loader_next to its batch */
+  uint64_t batches;       /* loaded batches handed out in wall_s */
+  uint64_t samples;
+  int workers;            /* active workers now (PL_AUTO: tuned) */
+  int worker_threads;     /* threads started; those beyond `workers` park */
+  int prefetch;           /* depth now (PL_AUTO: tuned) */
+  int cpus;               /* cores this process may use (affinity, cgroup) */
+  double cpu_budget;      /* cores the workers may use (PL_AUTO workers) */
+  double read_s;          /* workers reading and decoding samples */
+  double transform_s;     /* host transforms (0 while there are none) */
+  double buffer_wait_s;   /* workers with a job to do but no free batch
+                             buffer (the consumer holds them) */
+  double stage_s;         /* workers getting a staging buffer and queueing
+                             copies (CUDA: waits for the copy engine) */
+  double idle_s;          /* workers with nothing to do: prefetch is full */
+  double copy_s;          /* device time of host-to-device copies */
+  uint64_t bytes_copied;  /* in those copies */
+  double device_transform_s; /* device transforms (0 while there are none) */
+  double consumer_wait_s; /* the consumer inside pl_loader_next */
+  double consumer_hold_s; /* summed: batch handed out -> released */
+  uint64_t batches_released;
+  double link_bytes_per_s; /* host-to-device rate of a pinned copy measured
+                              at create (CUDA); 0: unknown */
+  uint64_t replayed;      /* cached batches handed out again */
+  double replay_s;        /* wall time of the replay, first to last */
+  double replay_wait_s;   /* consumer waits during the replay */
+  double process_cpu_s;   /* CPU time of the whole process in wall_s */
+} pl_loader_timings;
+
+PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,
+                                  size_t size);
+
+/* The bottleneck report: which stage bounds throughput and by how much,
+ * each line with the measurement it rests on. Text, or a JSON object with
+ * PL_REPORT_JSON ({"bound": "consumer" | "workers" | "copy" | "buffers" |
+ * "prefetch" | "device_transforms" | "unknown", "findings": [...], ...}).
+ * *len is the buffer's size on entry and the length needed (without the
+ * NUL) on return; PL_INVALID_ARGUMENT when buf is too small (buf NULL
+ * asks for the size; while the loader runs the numbers, and so the size,
+ * may still change: allow a margin). Thread-safe. */
+#define PL_REPORT_JSON 1
+PL_API pl_status pl_loader_report(const pl_loader *ld, char *buf, size_t *len,
+                                  int flags, pl_error *err);
 
 /* Waits on the host until every host-to-device copy the loader has queued
  * so far has finished (the CPU backend has none: returns at once). For a

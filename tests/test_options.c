@@ -33,7 +33,7 @@ static void set_fails(const char *name, const char *value, const char *want) {
 }
 
 static void table(void) {
-  CHECK_EQ_U64(pl_option_count(), 19);
+  CHECK_EQ_U64(pl_option_count(), 23);
   CHECK(pl_option_info_at(-1) == NULL);
   CHECK(pl_option_info_at(pl_option_count()) == NULL);
   const pl_option_info *b = pl_option_info_at(pl_option_find("batch_size"));
@@ -127,7 +127,7 @@ static void setting(void) {
             "20000000000G");
   set_fails("max_batch_buffers", "-1",
             "max_batch_buffers must be in [0, 1048576], got -1");
-  set_fails("num_workers", "1025", "num_workers must be in [0, 1024], got 1025");
+  set_fails("num_workers", "1025", "num_workers must be in [0, 1024] or auto, got 1025");
   set_fails("timeout_s", "-1", "timeout_s must be in [0, 1e+09], got -1");
   set_fails("timeout_s", "nan",
             "timeout_s must be a number in [0, 1e+09], got \"nan\"");
@@ -165,7 +165,7 @@ static void validation(void) {
   create_fails(&cfg, "batch_size must be in [1, 4294967295], got 0");
   pl_loader_config_init(&cfg);
   cfg.num_workers = -3;
-  create_fails(&cfg, "num_workers must be in [0, 1024], got -3");
+  create_fails(&cfg, "num_workers must be in [0, 1024] or auto, got -3");
   pl_loader_config_init(&cfg);
   cfg.shuffle = 2;
   create_fails(&cfg, "shuffle must be 0 or 1 (false or true), got 2");

@@ -16,6 +16,7 @@ static const cli_alias aliases[] = {
     {"workers", "num_workers", NULL},     {"direct", "direct_copy", "1"},
     {"no-pin", "pin_memory", "0"},        {"sync", "non_blocking", "0"},
     {"copy-chunk", "copy_chunk_bytes", NULL}, {"timeout", "timeout_s", NULL},
+    {"replay", "replay_batches", NULL},   {"no-timings", "timings", "0"},
 };
 enum { NALIASES = sizeof aliases / sizeof aliases[0] };
 

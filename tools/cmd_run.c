@@ -1,8 +1,10 @@
 /* `pinloader run`: load epochs of a data set and report throughput. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist/"
@@ -17,6 +19,8 @@ typedef struct run_opts {
   uint64_t max_batches; /* 0: no limit */
   const char *order_out, *save_state, *resume;
   int checksum, quiet;
+  int report, json; /* --report [--json] */
+  double step_ms;   /* --step-ms: a stand-in training step */
   unsigned shard_keep; /* PL_KEEP_*: sharding given as flags */
 } run_opts;
 
@@ -31,7 +35,7 @@ typedef struct run_totals {
 
 /* The command's own flags; the loader's come from the option table. */
 enum { F_DATASET, F_EPOCHS, F_MAX_BATCHES, F_ORDER_OUT, F_SAVE_STATE,
-       F_RESUME, F_CHECKSUM, F_QUIET };
+       F_RESUME, F_CHECKSUM, F_QUIET, F_REPORT, F_JSON, F_STEP_MS };
 static const cli_flag run_flags[] = {
     {"dataset", "SPEC", "idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
      "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...] or "
@@ -50,6 +54,12 @@ static const cli_flag run_flags[] = {
     {"checksum", NULL, "print the FNV-1a checksum of delivered bytes (timed "
      "on its own, not counted in samples/s)", F_CHECKSUM, 0, 0, 0, NULL},
     {"quiet", NULL, "no progress bar", F_QUIET, 0, 0, 0, NULL},
+    {"report", NULL, "print the bottleneck report after the run (which "
+     "stage bounds throughput, and by how much)", F_REPORT, 0, 0, 0, NULL},
+    {"json", NULL, "the report as JSON (with --report)", F_JSON, 0, 0, 0,
+     NULL},
+    {"step-ms", "MS", "sleep MS per batch while holding it: a stand-in "
+     "training step", F_STEP_MS, 0, 0, 0, NULL},
 };
 
 /* Where the CLI starts from other than the library's defaults. Sharding
@@ -70,6 +80,16 @@ static int on_run_flag(void *user, const cli_flag *f, const char *v,
   case F_RESUME: o->resume = v; break;
   case F_CHECKSUM: o->checksum = 1; break;
   case F_QUIET: o->quiet = 1; break;
+  case F_REPORT: o->report = 1; break;
+  case F_JSON: o->json = 1; break;
+  case F_STEP_MS:
+    if (cli_parse_double(v, &o->step_ms) || !(o->step_ms >= 0) ||
+        o->step_ms > 1e6) {
+      fprintf(stderr, "pinloader run: --step-ms needs a number of "
+                      "milliseconds (0 to 1e6), not %s\n", v);
+      return 2;
+    }
+    break;
   }
   return 0;
 }
@@ -181,6 +201,11 @@ static int consume(pl_batch *b, const run_opts *o, int nfields, run_totals *t) {
     return fail("--checksum", &err);
   if (o->checksum)
     t->checksum_s += pl_now_cli() - c0;
+  if (o->step_ms > 0) { /* the batch is held for the step, as in training */
+    struct timespec ts = {(time_t)(o->step_ms / 1e3),
+                          (long)(fmod(o->step_ms, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+  }
   for (uint32_t i = 0; t->order && i < pl_batch_size(b); i++)
     fprintf(t->order, "%llu\n", (unsigned long long)pl_batch_sample_index(b, i));
   t->samples += pl_batch_size(b);
@@ -263,6 +288,24 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
            "loading time)\n", (unsigned long long)t->fnv, t->checksum_s);
 }
 
+/* --report: pl_loader_report's text or JSON on stdout. */
+static int print_report(const pl_loader *ld, const run_opts *o) {
+  pl_error err;
+  size_t len = 0;
+  int flags = o->json ? PL_REPORT_JSON : 0;
+  if (pl_loader_report(ld, NULL, &len, flags, &err) != PL_OK)
+    return fail("--report", &err);
+  len += 256; /* the numbers may still move: some margin */
+  char *buf = malloc(len);
+  if (!buf || pl_loader_report(ld, buf, &len, flags, &err) != PL_OK) {
+    free(buf);
+    return buf ? fail("--report", &err) : 1;
+  }
+  fputs(buf, stdout);
+  free(buf);
+  return 0;
+}
+
 int pl_cmd_run(int argc, char **argv) {
   run_opts o;
   int prc = parse_run(&o, argc, argv);
@@ -296,6 +339,8 @@ int pl_cmd_run(int argc, char **argv) {
   double secs = pl_now_cli() - t0 - t.checksum_s; /* loading only */
   if (!rc)
     report(ld, &o, &t, secs > 0 ? secs : 1e-9);
+  if (!rc && o.report)
+    rc = print_report(ld, &o);
   if (!rc && o.save_state)
     rc = write_state(ld, o.save_state);
   if (t.order && fclose(t.order) != 0 && !rc) {

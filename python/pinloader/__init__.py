@@ -112,7 +112,8 @@ OPTION_NAMES = {
     "non_blocking": "non_blocking", "pinned_budget": "pinned_budget",
     "max_batch_buffers": "max_batch_buffers", "direct_copy": "direct_copy",
     "copy_chunk_bytes": "copy_chunk_bytes", "rank": "rank", "world_size": "world_size",
-    "timeout": "timeout_s", "log_level": "log_level",
+    "timeout": "timeout_s", "log_level": "log_level", "cpu_budget": "cpu_budget",
+    "replay_batches": "replay_batches", "replay_after": "replay_after", "timings": "timings",
 }
 OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'"}
 
@@ -162,7 +163,11 @@ class DataLoader:
     torchrun's / MPI's environment: see docs/distributed.md), log_level
     (least level the library logs to the "pinloader" logger), output
     ('auto': torch tensors when torch imports, else numpy arrays; 'torch',
-    'numpy', or 'raw' for the DLPack exporters). OPTION_NAMES maps these to
+    'numpy', or 'raw' for the DLPack exporters), num_workers / prefetch_factor
+    "auto" (tuned while running within cpu_budget cores; an int factor with
+    auto workers means 2 per active worker), replay_batches / replay_after
+    (headroom: cached batches handed out again), timings (per-stage clocks for
+    report(); docs/report.md). OPTION_NAMES maps these to
     the C option table, which range-checks them.
     """
 
@@ -170,15 +175,21 @@ class DataLoader:
                  drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0, seed=0,
                  device="cpu", non_blocking=True, pinned_budget=0, rank=None, world_size=None,
                  max_batch_buffers=0, output="auto", direct_copy=False, copy_chunk_bytes=0,
-                 log_level=None):
+                 log_level=None, cpu_budget=0, replay_batches=0, replay_after=0, timings=True):
         if batch_size is None or int(batch_size) < 1:
             raise ValueError("batch_size must be a positive integer (unbatched loading is not supported)")
-        if num_workers < 0:
-            raise ValueError("num_workers must be >= 0")
+        # "auto": the C loader tunes workers / depth while it runs (-1 is
+        # PL_AUTO), within cpu_budget cores; loader.report() shows the result.
+        auto_workers = num_workers == "auto"
+        auto_prefetch = prefetch_factor == "auto"
+        if auto_workers:
+            num_workers = -1
+        elif num_workers < 0:
+            raise ValueError("num_workers must be >= 0 or 'auto'")
         if prefetch_factor is None:
             prefetch_factor = 2
-        if prefetch_factor < 1:
-            raise ValueError("prefetch_factor must be >= 1")
+        if not auto_prefetch and prefetch_factor < 1:
+            raise ValueError("prefetch_factor must be >= 1 or 'auto'")
         if timeout < 0:
             raise ValueError("timeout must be >= 0")
         kind, index = _parse_device(device)
@@ -192,7 +203,7 @@ class DataLoader:
         if pin_memory and kind == "cpu":
             _warn_cpu_pin(stacklevel=3)
         self.drop_last = bool(drop_last)
-        self.prefetch_factor = int(prefetch_factor)
+        self.prefetch_factor = prefetch_factor if auto_prefetch else int(prefetch_factor)
         self.persistent_workers = bool(persistent_workers)
         self.timeout = float(timeout)
         self.seed = int(seed)
@@ -206,12 +217,16 @@ class DataLoader:
         self._ld = _C.Loader(self._ds._native, **{
             OPTION_NAMES[k]: v for k, v in dict(
                 batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
-                num_workers=num_workers,
-                prefetch_factor=_prefetch(self.prefetch_factor, num_workers),
+                num_workers="auto" if auto_workers else num_workers,
+                # auto workers with a fixed factor: the depth follows them
+                prefetch_factor="auto" if auto_prefetch else (
+                    0 if auto_workers else _prefetch(self.prefetch_factor, num_workers)),
                 device=self.device, pin_memory=self.pin_memory, non_blocking=non_blocking,
                 pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
                 direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
-                world_size=world_size, timeout=timeout, log_level=log_level).items()})
+                world_size=world_size, timeout=timeout, log_level=log_level, cpu_budget=cpu_budget,
+                replay_batches=replay_batches, replay_after=replay_after,
+                timings=timings).items()})
         self._mid_epoch = False  # an iteration stopped before the epoch's end
         self._iter_gen = itertools.count(1)
         self._active = 0  # generation of the iterator allowed to run
@@ -322,6 +337,17 @@ class DataLoader:
     def stats(self):
         """The loader's counters (pl_loader_stats) as a dict."""
         return self._ld.stats()
+
+    def report(self, json=False):
+        """The bottleneck report (pl_loader_report): which stage bounds
+        throughput (your step, the workers, the copy, ...), by how much, and
+        the measurements behind it. json=True: a dict ('bound', 'findings',
+        'timings')."""
+        text = self._ld.report(json=bool(json))
+        if not json:
+            return text
+        import json as _json
+        return _json.loads(text)
 
     @property
     def device_name(self):

@@ -1411,6 +1411,9 @@ static PyObject *option_text(const pl_option_info *o, PyObject *val) {
     Py_INCREF(val);
     return val;
   default:
+    if (o->type == PL_OPT_AUTO_INT && PyUnicode_Check(val) &&
+        PyUnicode_CompareWithASCIIString(val, "auto") == 0)
+      return PyUnicode_FromString("auto");
     if (PyBool_Check(val) || !PyLong_Check(val))
       return option_value_error(o, "an integer", val);
     return PyObject_Str(val);
@@ -1493,6 +1496,8 @@ static PyObject *option_pyvalue(const pl_option_info *o, const char *text) {
   case PL_OPT_LOG_LEVEL:
     return PyUnicode_FromString(text);
   default:
+    if (!strcmp(text, "auto")) /* PL_OPT_AUTO_INT */
+      return PyUnicode_FromString(text);
     return PyLong_FromString(text, NULL, 10);
   }
 }
@@ -1809,6 +1814,43 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
       st.batches_direct);
 }
 
+/* report(json=False) -> str (pl_loader_report). Computed without the GIL:
+ * it waits on the loader's lock, which a worker may hold. */
+static PyObject *loader_report(LoaderObject *self, PyObject *args,
+                               PyObject *kw) {
+  static char *kwlist[] = {"json", NULL};
+  int json = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:report", kwlist, &json))
+    return NULL;
+  if (!self->ld)
+    return raise_status(PL_CLOSED, "the loader is closed");
+  pl_error err;
+  pl_status s;
+  size_t len = 0;
+  char *buf = NULL;
+  int flags = json ? PL_REPORT_JSON : 0;
+  Py_BEGIN_ALLOW_THREADS
+  s = pl_loader_report(self->ld, NULL, &len, flags, &err);
+  for (int tries = 0; s == PL_OK && tries < 8; tries++) {
+    size_t cap = len + 256; /* the numbers may still move */
+    free(buf);
+    if (!(buf = malloc(cap))) {
+      s = err.status = PL_NO_MEMORY;
+      snprintf(err.message, sizeof err.message, "out of memory");
+      break;
+    }
+    len = cap;
+    if ((s = pl_loader_report(self->ld, buf, &len, flags, &err)) == PL_OK ||
+        len < cap)
+      break;
+    s = PL_OK; /* too small: again, larger */
+  }
+  Py_END_ALLOW_THREADS
+  PyObject *out = s == PL_OK ? PyUnicode_FromString(buf) : raise_pl(&err);
+  free(buf);
+  return out;
+}
+
 static int loader_open(LoaderObject *self) {
   if (self->ld)
     return 0;
@@ -1861,6 +1903,9 @@ static PyMethodDef loader_methods[] = {
     {"load_state", (PyCFunction)loader_load_state, METH_O,
      "load_state(bytes) (pl_loader_load_state)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
+    {"report", (PyCFunction)(void (*)(void))loader_report,
+     METH_VARARGS | METH_KEYWORDS,
+     "report(json=False) -> str: the bottleneck report (pl_loader_report)"},
     {"close", (PyCFunction)loader_close, METH_NOARGS,
      "stop the workers; batches still held stay valid"},
     {NULL, NULL, 0, NULL}};

@@ -51,7 +51,7 @@ def test_loader_options_is_the_c_table():
     assert names == ["batch_size", "shuffle", "seed", "drop_last", "num_workers", "prefetch", "device",
                      "device_index", "pin_memory", "non_blocking", "pinned_budget", "max_batch_buffers",
                      "direct_copy", "copy_chunk_bytes", "rank", "world_size", "epoch", "timeout_s",
-                     "log_level"]
+                     "log_level", "timings", "cpu_budget", "replay_batches", "replay_after"]
     by = {o["name"]: o for o in opts}
     assert by["batch_size"] == {"name": "batch_size", "type": "u32", "default": 1, "min": 1,
                                 "max": 2**32 - 1, "doc": "samples per batch", "values": None}
@@ -84,7 +84,8 @@ def test_dataloader_arguments_arrive_in_c():
                    "prefetch": 6, "device": "cpu", "device_index": 0, "pin_memory": False,
                    "non_blocking": False, "pinned_budget": 1 << 30, "max_batch_buffers": 9,
                    "direct_copy": True, "copy_chunk_bytes": 12345, "rank": 0, "world_size": 1, "epoch": 0,
-                   "timeout_s": 2.0, "log_level": "warn"}
+                   "timeout_s": 2.0, "log_level": "warn", "timings": True, "cpu_budget": 0.0,
+                   "replay_batches": 0, "replay_after": 0}
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -96,7 +97,7 @@ def test_dataloader_arguments_arrive_in_c():
     (dict(world_size=-3), "world_size must be in [1, 4294967295], got -3"),
     (dict(pinned_budget=-1), "pinned_budget must be in [0, 18446744073709551615], got -1"),
     (dict(max_batch_buffers=-1), "max_batch_buffers must be in [0, 1048576], got -1"),
-    (dict(num_workers=2000), "num_workers must be in [0, 1024], got 2000"),
+    (dict(num_workers=2000), "num_workers must be in [0, 1024] or auto, got 2000"),
     (dict(timeout=float("nan")), "timeout_s must be a number in [0, 1e+09], got \"nan\""),
     (dict(rank=2, world_size=2), "rank must be below world_size: rank 2 is not below world_size 2"),
     (dict(log_level="loud"), "log_level must be debug, info, warn or error, got \"loud\""),

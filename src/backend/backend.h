@@ -103,6 +103,11 @@ typedef struct pl_backend_vt {
   /* Adds the backend's counters (copies, pinned bytes, fallbacks, copy
    * time) into out. Thread-safe. */
   void (*stats)(pl_backend *be, pl_loader_stats *out);
+  /* Optional: the host-to-device rate of a pinned copy, bytes/s, measured
+   * once (the first call; later calls return it); 0 when unknown. For the
+   * report's "N% of this link's rate". Consumer thread, before the first
+   * fill. */
+  double (*link_rate)(pl_backend *be);
 } pl_backend_vt;
 
 struct pl_backend {

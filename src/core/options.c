@@ -18,6 +18,7 @@
 #define PL_OPT_CTYPE_REAL double
 #define PL_OPT_CTYPE_DEVICE pl_device_kind
 #define PL_OPT_CTYPE_LOG_LEVEL pl_log_level
+#define PL_OPT_CTYPE_AUTO_INT int
 
 #define PL_OPT_CHECK_(name, TYPE, def, lo, hi, doc)                           \
   _Static_assert(sizeof(((pl_loader_config *)0)->name) ==                     \
@@ -43,6 +44,7 @@ typedef struct option {
 #define PL_OPT_VALUES_REAL NULL
 #define PL_OPT_VALUES_DEVICE "auto|cpu|cuda|cuda:N"
 #define PL_OPT_VALUES_LOG_LEVEL "debug|info|warn|error"
+#define PL_OPT_VALUES_AUTO_INT "N|auto"
 
 #define PL_OPT_ROW_(name, TYPE, def, lo, hi, doc)                             \
   {{#name, PL_OPT_##TYPE, doc, PL_OPT_VALUES_##TYPE, (uint64_t)(def), (uint64_t)(lo),         \
@@ -120,12 +122,19 @@ static void value_write(pl_loader_config *cfg, const option *o, value v) {
     uint32_t x = (uint32_t)v.u;
     memcpy(p, &x, sizeof x);
   } else {
-    int x = (int)v.u; /* in range: checked before */
+    int x = v.neg ? -(int)v.u : (int)v.u; /* in range: checked before */
     memcpy(p, &x, sizeof x);
   }
 }
 
+/* PL_AUTO (-1), which AUTO_INT options also take. */
+static int is_auto(const option *o, value v) {
+  return o->info.type == PL_OPT_AUTO_INT && v.neg && v.u == 1;
+}
+
 static int in_range(const option *o, value v) {
+  if (is_auto(o, v))
+    return 1;
   if (is_real(o))
     return v.d >= o->info.min_real && v.d <= o->info.max_real;
   return !v.neg && v.u >= o->info.min && v.u <= o->info.max;
@@ -150,6 +159,11 @@ static pl_status range_error(pl_error *err, const option *o, const char *got) {
   case PL_OPT_REAL:
     return pl_errorf(err, PL_INVALID_ARGUMENT, "%s must be in [%g, %g], got %s",
                      in->name, in->min_real, in->max_real, got);
+  case PL_OPT_AUTO_INT:
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "%s must be in [%llu, %llu] or auto, got %s", in->name,
+                     (unsigned long long)in->min, (unsigned long long)in->max,
+                     got);
   default:
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "%s must be in [%llu, %llu], got %s", in->name,
@@ -168,6 +182,8 @@ static void value_text(const option *o, value v, char *buf, size_t n) {
     snprintf(buf, n, "%s", devices[v.u]);
   else if (t == PL_OPT_LOG_LEVEL && !v.neg && v.u < 4)
     snprintf(buf, n, "%s", levels[v.u]);
+  else if (is_auto(o, v))
+    snprintf(buf, n, "auto");
   else
     snprintf(buf, n, "%s%llu", v.neg ? "-" : "", (unsigned long long)v.u);
 }
@@ -399,6 +415,13 @@ pl_status pl_loader_config_set(pl_loader_config *cfg, const char *name,
   case PL_OPT_BOOL:
     if (!parse_bool(text, &v))
       return not_valid(err, o, text);
+    break;
+  case PL_OPT_AUTO_INT:
+    if (!strcasecmp(text, "auto")) {
+      v.neg = 1, v.u = 1;
+      break;
+    }
+    PL_TRY(parse_number(o, text, &v, err));
     break;
   default:
     PL_TRY(parse_number(o, text, &v, err));

@@ -77,11 +77,13 @@ void pl_batch_release(pl_batch *b, void *stream) {
   if (!b)
     return;
   pl_core *c = b->core;
-  c->be->vt->release(c->be, &b->mem, stream);
+  if (!b->replay_of) /* a kept batch's memory is never written again */
+    c->be->vt->release(c->be, &b->mem, stream);
   pthread_mutex_lock(&c->mu);
   assert(b->state == SLOT_HELD); /* released once */
-  b->state = SLOT_FREE;
   assert(c->refs > 0);
+  pl_timing_released(c, b);
+  pl_replay_release(c, b); /* frees a replay handle; else FREE or CACHED */
   int last = --c->refs == 0;
   pthread_cond_signal(&c->work_cv);  /* a buffer for one more job */
   pthread_cond_signal(&c->ready_cv); /* a consumer filling it itself */

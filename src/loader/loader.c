@@ -109,7 +109,7 @@ static pl_batch *find_job(pl_core *c, uint64_t job) {
   for (int i = 0; i < c->nslots; i++) {
     pl_batch *b = c->slots[i];
     if (b->gen == c->gen && b->job == job && b->state != SLOT_FREE &&
-        b->state != SLOT_HELD)
+        b->state != SLOT_HELD && b->state != SLOT_CACHED)
       return b;
   }
   return NULL;
@@ -143,21 +143,35 @@ static void publish(pl_core *c, pl_batch *b) {
 }
 
 static int claimable(const pl_core *c) {
-  return job_exists(c, c->next_claim) &&
+  return !c->replay.active && job_exists(c, c->next_claim) &&
          c->next_claim - c->next_deliver < (uint64_t)c->prefetch;
+}
+
+/* What a worker about to wait is waiting for (timing.h), judged once as
+ * it begins: a parked worker's time counts nowhere. [mu] */
+static pl_stage wait_stage(pl_core *c, int id) {
+  if (!c->tm.on || !pl_worker_active(c, id))
+    return PL_ST_COUNT_;
+  return claimable(c) && !find_free(c) ? PL_ST_BUFWAIT : PL_ST_IDLE;
 }
 
 static void *worker_main(void *arg) {
   pl_core *c = arg;
+  int id = atomic_fetch_add(&c->worker_ids, 1);
   pthread_mutex_lock(&c->mu);
   for (;;) {
     pl_batch *b = NULL;
-    while (!c->stop && !(claimable(c) && (b = find_free(c))))
+    pl_stage waiting = wait_stage(c, id);
+    double t = pl_stage_now(&c->tm);
+    while (!c->stop && !(pl_worker_active(c, id) && claimable(c) &&
+                         (b = find_free(c))))
       pthread_cond_wait(&c->work_cv, &c->mu);
     if (c->stop)
       break;
     claim(c, b);
     pthread_mutex_unlock(&c->mu);
+    if (waiting != PL_ST_COUNT_)
+      pl_stage_add(&c->tm, waiting, t);
     pl_fill(c, b);
     pthread_mutex_lock(&c->mu);
     publish(c, b);
@@ -229,6 +243,7 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
+  pl_replay_free(c);
   pl_copy_plan_free(&c->copy);
   free(c);
 }
@@ -255,7 +270,8 @@ static pl_plan_request plan_request(const pl_core *c) {
       .ds = c->ds,
       .batch_size = cfg->batch_size,
       .num_workers = cfg->num_workers,
-      .prefetch = c->prefetch,
+      /* Auto: staging for the deepest prefetch the tuner may reach. */
+      .prefetch = PL_MAX(c->prefetch, c->tune.prefetch_max),
       .copy_chunk_bytes = cfg->copy_chunk_bytes,
       .direct_copy = cfg->direct_copy,
       .pin_memory = cfg->pin_memory,
@@ -350,17 +366,21 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   c->sampler = (pl_sampler){ds->length, cfg->shuffle,   cfg->seed,
                             cfg->rank,  cfg->world_size, cfg->batch_size,
                             cfg->drop_last};
-  int w = cfg->num_workers;
-  c->prefetch = cfg->prefetch ? cfg->prefetch : PL_MAX(2 * w, 2);
+  pl_tune_setup(c); /* PL_AUTO: threads to start, a first depth */
+  int w = c->cfg.num_workers;
+  c->prefetch = c->cfg.prefetch ? c->cfg.prefetch : PL_MAX(2 * w, 2);
   c->max_slots = cfg->max_batch_buffers
                      ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
-                     : c->prefetch + 2 + w;
+                     : PL_MAX(c->prefetch, c->tune.prefetch_max) + 2 + w;
+  c->max_slots += (int)cfg->replay_batches; /* <= 65536, by the table */
   c->max_slots = PL_MAX(c->max_slots, 1);
   c->slots = pl_calloc((size_t)c->max_slots, sizeof *c->slots);
   *out = c;
   if (!c->slots)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  PL_TRY(pl_replay_setup(c, err));
   PL_TRY(open_backend(c, err));
+  pl_timing_init(c);
   pl_core_restart(c, cfg->epoch, 0);
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
@@ -414,7 +434,7 @@ pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pl_status s = core_new(ds, cfg, &ld->core, err);
   if (s == PL_OK)
-    s = start_workers(ld, cfg->num_workers, err);
+    s = start_workers(ld, ld->core->cfg.num_workers, err);
   if (s != PL_OK) {
     pl_loader_destroy(ld);
     return s;
@@ -499,7 +519,7 @@ static int all_held(const pl_core *c) {
   if (c->nslots + c->growing < c->max_slots)
     return 0;
   for (int i = 0; i < c->nslots; i++)
-    if (c->slots[i]->state != SLOT_HELD)
+    if (c->slots[i]->state != SLOT_HELD && c->slots[i]->state != SLOT_CACHED)
       return 0;
   return 1;
 }
@@ -587,9 +607,23 @@ pl_status pl_loader_next_timed(pl_loader *ld, double wait_s, pl_batch **out,
   double t0 = pl_now();
   double deadline = wait_s < 0 ? INFINITY : t0 + wait_s;
   pthread_mutex_lock(&c->mu);
-  pl_status s = next_locked(c, ld->nthreads, deadline, out, err);
-  c->consumer_wait_s += pl_now() - t0;
+  pl_status s = c->replay.active
+                    ? pl_replay_next(c, out, err)
+                    : next_locked(c, ld->nthreads, deadline, out, err);
+  if (s == PL_OK)
+    pl_replay_on_deliver(c, *out);
+  double now = pl_now();
+  c->consumer_wait_s += now - t0;
+  pl_timing_returned(c, t0, now, s == PL_OK ? *out : NULL);
   pthread_mutex_unlock(&c->mu);
+  int want = pl_tune_tick(c);
+  if (want > 0) { /* a deeper prefetch needs the buffers to fill */
+    pthread_mutex_lock(&c->mu);
+    while (c->nslots + c->growing < PL_MIN(want, c->max_slots) &&
+           grow(c, NULL) == PL_OK)
+      ;
+    pthread_mutex_unlock(&c->mu);
+  }
   return s;
 }
 

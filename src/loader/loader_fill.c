@@ -43,6 +43,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
     return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
   int timed = c->cfg.timeout_s > 0;
   const pl_sample_ctx ctx = {c->cfg.seed, b->epoch, &c->log};
+  double t_read = pl_stage_now(&c->tm); /* one clock per call, not sample */
   pl_status s = PL_OK;
   for (uint32_t i = i0; i < i1 && s == PL_OK; i++) {
     for (int f = 0; f < p->nfields; f++)
@@ -57,6 +58,8 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
     if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
   }
+  if (t_read > 0)
+    b->read_ns += (uint64_t)((pl_now() - t_read) * 1e9);
   /* Waits for staging or copies that follow are not a stalled sample. */
   if (timed)
     atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
@@ -123,6 +126,7 @@ static pl_status fill_chunked(pl_core *c, pl_batch *b) {
 
 void pl_fill(pl_core *c, pl_batch *b) {
   double t0 = pl_now();
+  b->read_ns = 0;
   compute_indices(c, b);
   pl_status s;
   switch (c->copy.mode) {
@@ -138,7 +142,7 @@ void pl_fill(pl_core *c, pl_batch *b) {
   }
   if (s != PL_OK && b->err.status == PL_OK)
     pl_errorf(&b->err, s, "%s", pl_status_str(s));
-  atomic_fetch_add_explicit(&c->worker_busy_ns,
-                            (uint64_t)((pl_now() - t0) * 1e9),
-                            memory_order_relaxed);
+  uint64_t busy = (uint64_t)((pl_now() - t0) * 1e9);
+  atomic_fetch_add_explicit(&c->worker_busy_ns, busy, memory_order_relaxed);
+  pl_timing_filled(&c->tm, b->read_ns, busy);
 }

@@ -31,6 +31,8 @@
 #include "backend/backend.h"
 #include "data/dataset.h"
 #include "loader/sampler.h"
+#include "loader/timing.h"
+#include "loader/tune.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,7 +42,8 @@ typedef enum {
   SLOT_FILLING,  /* a worker (or the consumer, with 0 workers) fills it */
   SLOT_READY,    /* filled, waiting to be delivered */
   SLOT_FAILED,   /* its job failed: err says why */
-  SLOT_HELD      /* handed to the consumer */
+  SLOT_HELD,     /* handed to the consumer */
+  SLOT_CACHED    /* kept for the replay (replay.c), out of circulation */
 } slot_state;
 
 typedef struct pl_core pl_core;
@@ -61,7 +64,22 @@ struct pl_batch {
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;
   _Atomic double cur_t0;
+  /* Timings (timing.h): when it was handed out; reads of this fill. */
+  double t_out;
+  uint64_t read_ns;
+  /* The replay (replay.c): kept for it, or a handle on a kept batch. */
+  int cached;
+  pl_batch *replay_of;
 };
+
+/* The replay (replay.c) [mu]: the batches kept, and whether handing them
+ * out again has begun. */
+typedef struct pl_replay {
+  pl_batch **cache;
+  uint32_t n, next;
+  uint64_t delivered; /* loaded batches handed out so far */
+  int active;
+} pl_replay;
 
 struct pl_core {
   pthread_mutex_t mu;
@@ -100,6 +118,11 @@ struct pl_core {
   double consumer_wait_s;
   _Atomic uint64_t worker_busy_ns;
   _Atomic uint64_t batches_direct;
+
+  pl_timing tm;       /* per-stage clocks (timing.c) */
+  pl_replay replay;   /* replay.c */
+  pl_tune tune;       /* tune.c: active workers, the tuned depth */
+  atomic_int worker_ids; /* each worker takes the next id at start */
 };
 
 struct pl_loader {
@@ -123,6 +146,34 @@ void pl_fill(pl_core *c, pl_batch *b);
 /* Direct mode's fill of one batch (loader_direct.c, called by pl_fill):
  * spans straight from the dataset's memory, the small fields gathered. */
 pl_status pl_direct_fill(pl_core *c, pl_batch *b);
+
+/* Timings (timing.c). init: at create, after the backend. returned: at
+ * the end of each pl_loader_next, b the batch handed out (or NULL). [mu] */
+void pl_timing_init(pl_core *c);
+void pl_timing_returned(pl_core *c, double t0, double now, pl_batch *b);
+/* A batch given back: its hold time. [mu] */
+void pl_timing_released(pl_core *c, pl_batch *b);
+
+/* The replay (replay.c). setup: at create (sizes the cache). on_deliver: a
+ * loaded batch was handed out; it may be kept, and the replay begin. next:
+ * pl_loader_next while the replay is active. release: the batch was a
+ * replay handle; frees it (returns 1), else 0. [mu] except setup/free. */
+pl_status pl_replay_setup(pl_core *c, pl_error *err);
+void pl_replay_on_deliver(pl_core *c, pl_batch *b);
+pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err);
+int pl_replay_release(pl_core *c, pl_batch *b);
+void pl_replay_free(pl_core *c);
+
+/* Autotuning (tune.c). setup: at create, before the layout: resolves
+ * PL_AUTO into threads to start and a first depth, and sets active. tick:
+ * the consumer's thread after each pl_loader_next, lock not held; returns
+ * the batch buffers the pool should have (0: no change). */
+void pl_tune_setup(pl_core *c);
+int pl_tune_tick(pl_core *c);
+/* Whether worker `id` may claim jobs now. [mu] */
+static inline int pl_worker_active(const pl_core *c, int id) {
+  return id < c->tune.active;
+}
 
 /* Drop one reference; frees the core at zero. Takes the lock itself. */
 void pl_core_unref(pl_core *c);

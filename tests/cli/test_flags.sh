@@ -38,7 +38,7 @@ usage_error "pinloader run: --max-batches must be in [1, 18446744073709551615], 
 usage_error "pinloader run: --batch-size: batch_size must be in [1, 4294967295], got 0" --batch-size 0
 usage_error "pinloader run: --batch-size: batch_size must be in [1, 4294967295], got 4294967296" --batch-size=4294967296
 usage_error "pinloader run: --batch-size: batch_size must be an integer in [1, 4294967295], got \" 8\"" --batch-size " 8"
-usage_error "pinloader run: --workers: num_workers must be in [0, 1024], got 5000" --workers 5000
+usage_error "pinloader run: --workers: num_workers must be in [0, 1024] or auto, got 5000" --workers 5000
 usage_error "pinloader run: --seed: seed must be an integer in [0, 18446744073709551615], got \"-\"" --seed -
 usage_error "pinloader run: --timeout: timeout_s must be in [0, 1e+09], got -1" --timeout -1
 usage_error "pinloader run: --device: device must be auto, cpu, cuda or cuda:N, got \"gpu\"" --device gpu

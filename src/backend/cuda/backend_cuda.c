@@ -71,6 +71,7 @@ static const pl_backend_vt cuda_vt = {
     .read_back = pl_cuda_read_back,
     .sync = pl_cuda_sync,
     .stats = cuda_stats,
+    .link_rate = pl_cuda_link_rate,
 };
 
 int pl_backend_cuda_built(void) { return 1; }

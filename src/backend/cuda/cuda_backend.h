@@ -67,6 +67,7 @@ typedef struct cuda_backend {
   uint64_t source_bytes;
   atomic_int no_batch_api; /* cudaMemcpyBatchAsync unsupported: loop */
   _Atomic uint64_t batches_copied, bytes_copied, copy_ns;
+  double link_rate; /* bytes/s, measured once by link_rate; < 0: failed */
 } cuda_backend;
 
 static inline cuda_backend *cb_of(pl_backend *be) {
@@ -110,5 +111,8 @@ pl_status pl_cuda_sync(pl_backend *b, pl_error *err);
 pl_status pl_cuda_regions_register(cuda_backend *be, const pl_region *r, int n,
                                    pl_error *err);
 void pl_cuda_regions_unregister(cuda_backend *be);
+
+/* link.c: the vt's link_rate (a short pinned copy, timed). */
+double pl_cuda_link_rate(pl_backend *b);
 
 #endif /* PL_CUDA_BACKEND_H */

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# GPU part 60 (issue 15): the bottleneck report and autotuning.
+#   1. tests/gpu/test_gpu_report (the copy-bound case) and test_report.
+#   2. What per-stage timing costs: `pinloader run` over native CIFAR uint8
+#      (batch 1024, 8 workers, shuffled, to the GPU), timings on and
+#      --no-timings alternated 5 times each; the medians' ratio (goal: the
+#      cost is under 1%).
+#   3. `pinloader run --report` on CIFAR with the step bound (--step-ms 20)
+#      and the copy bound (no step), text and JSON, and a replay run.
+#   4. bench/autotune.py: auto against a sweep of fixed settings over CIFAR
+#      uint8 and a Python augmentation dataset (goal: auto >= 0.90 of the
+#      best fixed).
+# Into $OUT: report-timing-cost.txt, report-cases.txt, autotune.json,
+# autotune.txt. Budget: about 6 minutes on the H200.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-$PWD/gpu-out}
+logs=${PL_GPU_LOGS:-$out}
+mkdir -p "$out" "$logs"
+PY=${PYTHON:-python3}
+rc=0
+
+echo "== build (Release, with tests)"
+if ! { cmake -S . -B build-report -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build build-report -j"$(nproc)"; } >"$logs/60-build.log" 2>&1; then
+  echo "build failed:"; tail -n 40 "$logs/60-build.log"; exit 1
+fi
+cli=build-report/pinloader
+
+echo "== tests"
+ctest --test-dir build-report --output-on-failure -R 'test_(gpu_)?report' || rc=1
+
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
+"$PY" - "$data" <<'PYEOF'
+import sys, numpy as np
+rng = np.random.default_rng(0)
+for i in range(5):
+    rec = rng.integers(0, 256, (10000, 3073), dtype=np.uint8)
+    rec[:, 0] %= 10
+    rec.tofile("%s/data_batch_%d.bin" % (sys.argv[1], i + 1))
+PYEOF
+spec="cifar10:$(ls "$data"/data_batch_*.bin | paste -sd,)"
+common=(--dataset "$spec" --batch-size 1024 --workers 8 --shuffle --quiet)
+
+echo "== timing cost: 5 x (on, off), 20 epochs each" | tee "$out/report-timing-cost.txt"
+on=(); off=()
+for i in 1 2 3 4 5; do
+  on+=("$(timeout 60 "$cli" run "${common[@]}" --epochs 20 | sed -n 's/^samples\/s: \([0-9]*\).*/\1/p')")
+  off+=("$(timeout 60 "$cli" run "${common[@]}" --epochs 20 --no-timings | sed -n 's/^samples\/s: \([0-9]*\).*/\1/p')")
+done
+"$PY" - "${on[*]}" "${off[*]}" <<'PYEOF' | tee -a "$out/report-timing-cost.txt"
+import sys, statistics as st
+on = [float(x) for x in sys.argv[1].split()]; off = [float(x) for x in sys.argv[2].split()]
+m_on, m_off = st.median(on), st.median(off)
+print("timings on  samples/s:", on, "median", m_on)
+print("timings off samples/s:", off, "median", m_off)
+print("cost: %.2f%% of throughput (goal < 1%%)" % (100 * (1 - m_on / m_off)))
+PYEOF
+
+echo "== report cases" | tee "$out/report-cases.txt"
+{
+  echo "-- step-bound (--step-ms 20)"
+  timeout 60 "$cli" run "${common[@]}" --max-batches 100 --step-ms 20 --report
+  echo "-- no step (copy or workers)"
+  timeout 60 "$cli" run "${common[@]}" --epochs 5 --report
+  timeout 60 "$cli" run "${common[@]}" --epochs 5 --report --json | tail -n 1
+  echo "-- auto workers and prefetch"
+  timeout 60 "$cli" run "${common[@]}" --workers auto --prefetch auto --epochs 10 --report
+  echo "-- replay: 200 loaded, then 8 kept and replayed (the ceiling)"
+  timeout 60 "$cli" run "${common[@]}" --max-batches 600 --step-ms 1 --replay 8 --replay-after 200 --report
+} 2>&1 | tee -a "$out/report-cases.txt"
+
+echo "== bench/autotune.py"
+pytarget=$(mktemp -d)
+if "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$pytarget" . >"$logs/60-pip.log" 2>&1; then
+  PYTHONPATH="$pytarget" timeout 300 "$PY" bench/autotune.py --json "$out/autotune.json" \
+    2>&1 | tee "$out/autotune.txt" || rc=1
+else
+  echo "python build failed:"; tail -n 30 "$logs/60-pip.log"; rc=1
+fi
+rm -rf "$pytarget"
+exit $rc
