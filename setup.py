@@ -7,6 +7,11 @@ The CUDA backend is built when a toolkit is found (CUDA_HOME, CUDA_PATH or
 which compiles the transform kernels src/backend/cuda/*.cu); it links
 the static CUDA runtime, so the module runs wherever a driver exists and falls
 back to the CPU without one. PINLOADER_NO_CUDA=1 forces the host-only build.
+
+It also builds the `pinloader` command-line tool (tools/*.c over the same
+library objects) into the package as pinloader/bin/pinloader; the console
+script `pinloader` (pinloader/_cli.py) runs it in its own place (exec), so
+that an installed `pinloader` behaves exactly as CMake's build/pinloader.
 """
 import glob
 import os
@@ -157,9 +162,30 @@ def extension():
     )
 
 
+class build_ext_and_cli(BuildExtWithKernels):
+    """The kernels and the extension, then the CLI executable next to it (pinloader/bin/)."""
+
+    def run(self):
+        super().run()
+        ext = self.extensions[0]
+        tools = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "tools", "*.c")))
+        lib = [s for s in ext.sources if s.startswith("src" + os.sep)]
+        # The library objects are the extension's own, already compiled
+        # (compile() skips objects newer than their sources and depends).
+        objects = self.compiler.compile(
+            tools + lib, output_dir=self.build_temp, macros=ext.define_macros,
+            include_dirs=ext.include_dirs + ["tools"], extra_postargs=ext.extra_compile_args,
+            depends=ext.depends)
+        bindir = os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), "bin")
+        os.makedirs(bindir, exist_ok=True)
+        self.compiler.link_executable(
+            objects + ext.extra_objects, "pinloader", output_dir=bindir,
+            libraries=ext.libraries)
+
+
 setup(
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtWithKernels},
+    cmdclass={"build_ext": build_ext_and_cli},
     # Out of CMake's build/: the Python build lives in build-python/ (a
     # host-only one in build-python-nocuda/, so neither reuses the other's
     # objects).

@@ -322,7 +322,7 @@ def markdown(out):
         lines.append("")
     s = out.get("seed")
     if s and "skipped" not in s:
-        lines += ["## seed benchmark (CIFAR10 + ToTensor, batch 1024, 6 workers, 0.1 s work)", "",
+        lines += ["## CIFAR-10 benchmark from the pin_memory articles (CIFAR10 + ToTensor, batch 1024, 6 workers, 0.1 s work)", "",
                   "| loader | s/epoch (mean) | epochs |", "|---|---:|---|",
                   "| torch | %.2f | %s |" % (s["torch"]["mean_s"], ", ".join("%.2f" % t for t in s["torch"]["epoch_s"])),
                   "| pinloader | %.2f | %s |" % (s["pinloader"]["mean_s"],

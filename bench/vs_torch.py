@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""pinloader against torch.utils.data.DataLoader on the seeds' experiments, in
+"""pinloader against torch.utils.data.DataLoader on the reference experiments, in
 one run, on the same files, printing pinloader/PyTorch ratios.
 
   1. bandwidth: x.cuda(non_blocking) from pageable and pinned tensors, against
      the raw CUDA copies `pinloader bench bandwidth` measures.
   2. overlap: x.cuda(non_blocking); CPU work; GPU work using x; the time saved
      against min(copy, CPU work), torch against `pinloader bench overlap`.
-  3. loader: the seed benchmark (CIFAR-10 files, ToTensor, batch 1024, 6
-     workers, CPU work per batch, pin on/off), then samples/s by workers with
-     no CPU work.
+  3. loader: a simulated training step (CIFAR-10 files, ToTensor, batch
+     1024, 6 workers, a sleep per batch, pin on/off), then samples/s by
+     workers with no step.
 
 pinloader runs through its Python package (pinloader.DataLoader) when that is
 importable, else through the CLI (`pinloader bench ... --json -`). Without a
@@ -321,7 +321,7 @@ def main():
     ap.add_argument("--records", type=int, help="generated records (default 50000; quick 10000)")
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--workers", type=int, default=6)
-    ap.add_argument("--work-ms", type=float, help="CPU work per batch (default 100; quick 10)")
+    ap.add_argument("--work-ms", type=float, help="simulated training step (a sleep) per batch, ms (default 100; quick 10)")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--sweep", help="worker counts (default 0,6,14; quick 0,2)")
     ap.add_argument("--uint8-workers", help="worker counts of the uint8 workload (default 6,14; quick 2)")
@@ -387,7 +387,7 @@ def main():
         ts, tw = torch_seed(ds, a, cuda), torch_sweep(ds, a, cuda)
         t_torch = time.perf_counter() - t0
         ps, pw = pl_loader_py(pl, paths, a, cuda) if pl is not None else pl_loader_cli(cli, paths, a, cuda)
-        print("\n3a. seed benchmark: batch %d, %d workers, ToTensor, %.0f ms CPU work per batch, "
+        print("\n3a. simulated training step: batch %d, %d workers, ToTensor, a %.0f ms sleep per batch, "
               "epoch s (floor %.2f s)" % (a.batch_size, a.workers, a.work_ms,
                                           -(-len(ds) // a.batch_size) * a.work_ms / 1e3))
         print("%-5s %10s %10s %16s" % ("pin", "torch", "pinloader", "pinloader/torch"))
@@ -398,7 +398,7 @@ def main():
             print("%-5s %10.3f %10.3f %15.2fx" % ("on" if t["pin"] else "off", t["mean_s"],
                                                  p["mean_s"] if p else float("nan"),
                                                  ratio(p["mean_s"], t["mean_s"]) if p else float("nan")))
-        print("\n3b. samples/s by workers, no CPU work (float32 images; higher is better)")
+        print("\n3b. samples/s by workers, no training step (float32 images; higher is better)")
         print("%7s %-5s %12s %12s %16s" % ("workers", "pin", "torch", "pinloader", "pinloader/torch"))
         for t in tw:
             p = next((r for r in pw if r["pin"] == t["pin"] and r["workers"] == t["workers"]), None)

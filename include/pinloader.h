@@ -67,7 +67,7 @@ PL_API const char *pl_version_string(void);
   XX(FORMAT, "malformed data file")                                           \
   XX(CALLBACK, "sample callback failed")                                      \
   XX(TIMEOUT, "timed out")                                                    \
-  XX(EXHAUSTED, "all batch buffers are held by the consumer")                 \
+  XX(EXHAUSTED, "no free batch buffer")                                       \
   XX(NO_DEVICE, "device not available")                                       \
   XX(CUDA, "CUDA error")                                                      \
   XX(BAD_STATE, "invalid loader state")                                       \

@@ -34,6 +34,9 @@ if [ -f pyproject.toml ]; then
   PINLOADER_NO_CUDA=1 scripts/python-test.sh "$PY"
 fi
 
+step "installation: cmake --install, the README's C example, pip and a wheel in fresh venvs"
+scripts/install-test.sh build
+
 step "AddressSanitizer + UBSan, with fault injection"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPL_SANITIZE=address \
   -DPL_FAULT_INJECTION=ON >/dev/null

@@ -17,6 +17,8 @@ typedef struct fixture {
   double sleep_s;     /* per sample */
   uint64_t sleep_at;  /* sleep only at this index (UINT64_MAX: all) */
   atomic_ulong reads;
+  atomic_int hold;     /* while 1, the read of sample sleep_at waits */
+  atomic_int held_done; /* reads that waited on hold and have returned */
 } fixture;
 
 static int fixture_get(void *user, uint64_t i, void *const *dst, char *msg,
@@ -31,6 +33,13 @@ static int fixture_get(void *user, uint64_t i, void *const *dst, char *msg,
     struct timespec ts = {(time_t)fx->sleep_s,
                           (long)((fx->sleep_s - (time_t)fx->sleep_s) * 1e9)};
     nanosleep(&ts, NULL);
+  }
+  if (i == fx->sleep_at && atomic_load(&fx->hold)) {
+    /* A stall that ends when the test says, not after a time. */
+    struct timespec ms = {0, 1000000};
+    while (atomic_load(&fx->hold))
+      nanosleep(&ms, NULL);
+    atomic_fetch_add(&fx->held_done, 1);
   }
   uint8_t *x = dst[0];
   for (uint32_t j = 0; j < fx->width; j++)

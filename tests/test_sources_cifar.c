@@ -124,6 +124,20 @@ static void test_errors(void) {
   CHECK_STATUS(pl_dataset_open_cifar10(e, 1, &ds, &err), PL_INVALID_ARGUMENT,
                &err);
   CHECK_MSG(&err, "empty file path");
+
+  /* No record at all: a mistake, not an epoch of nothing. */
+  char empty[512], want[1200];
+  snprintf(empty, sizeof empty, "%s", pl_test_path("empty_batch.bin"));
+  CHECK(pl_test_write_file(empty, "", 0) == 0);
+  const char *const z[2] = {empty, empty};
+  CHECK_STATUS(pl_dataset_open_cifar10(z, 1, &ds, &err), PL_FORMAT, &err);
+  CHECK(ds == NULL);
+  snprintf(want, sizeof want, "%s: empty: no records", empty);
+  CHECK(!strcmp(err.message, want));
+  CHECK_STATUS(pl_dataset_open_cifar10(z, 2, &ds, &err), PL_FORMAT, &err);
+  snprintf(want, sizeof want, "%s and the 1 other files: empty: no records",
+           empty);
+  CHECK(!strcmp(err.message, want));
 }
 
 int main(void) {

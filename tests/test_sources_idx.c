@@ -223,6 +223,32 @@ static void test_count_mismatch(void) {
                &err);
 }
 
+/* Labels have 1 dim and images 2 or more: swapped files and the images
+ * file given twice are refused, naming the file and what it looks like. */
+static void test_roles(void) {
+  char im[512], lb[512], want[1400];
+  snprintf(im, sizeof im, "%s", pl_test_path("role-images"));
+  snprintf(lb, sizeof lb, "%s", pl_test_path("role-labels"));
+  CHECK(pl_test_write_idx(im, lb, 5, 2, 3, 0) == 0);
+  pl_error err;
+  pl_dataset *ds = (pl_dataset *)1;
+  CHECK_STATUS(pl_dataset_open_idx(im, im, &ds, &err), PL_FORMAT, &err);
+  CHECK(ds == NULL);
+  snprintf(want, sizeof want, "%s: an IDX labels file has 1 dim, this one has "
+           "3: it looks like an images file (the images file comes first, "
+           "then the labels)", im);
+  CHECK(!strcmp(err.message, want));
+  CHECK_STATUS(pl_dataset_open_idx(lb, im, &ds, &err), PL_FORMAT, &err);
+  snprintf(want, sizeof want, "%s: an IDX images file has 2 or more dims, "
+           "this one has 1: it looks like a labels file (the images file "
+           "comes first, then the labels)", lb);
+  CHECK(!strcmp(err.message, want));
+  CHECK_STATUS(pl_dataset_open_idx(lb, lb, &ds, &err), PL_FORMAT, &err);
+  CHECK_MSG(&err, "an IDX images file has 2 or more dims, this one has 1");
+  CHECK_OK(pl_dataset_open_idx(im, lb, &ds, &err), &err);
+  pl_dataset_destroy(ds);
+}
+
 /* A copy of a .gz made bad: cut short, or with flipped bytes inside. */
 static void test_bad_gzip(void) {
   const char *im = pl_test_path("z-images.gz"), *lb = pl_test_path("z-labels");
@@ -306,6 +332,7 @@ int main(void) {
   test_multibyte_types();
   test_header_errors();
   test_count_mismatch();
+  test_roles();
   test_bad_gzip();
   test_fashion_mnist();
   return pl_test_finish("test_sources_idx");

@@ -1,4 +1,4 @@
-/* `pinloader bench loader`: the seeds' benchmark through the real loader
+/* `pinloader bench loader`: a simulated training step through the real loader
  * (public API only), then a sweep over worker counts; and the generated
  * CIFAR-10-format data set it runs on when no --data is given. */
 #include "bench.h"

@@ -62,7 +62,7 @@ void bench_print_overlap(FILE *f, const bench_overlap *ov) {
     return;
   }
   fprintf(f,
-          "== overlap: copy %s to the GPU, %.1f ms of CPU work, then GPU "
+          "== overlap: copy %s to the GPU, %.1f ms of CPU work (a busy spin), then GPU "
           "work using the copy (median of %d) ==\n",
           bench_bytes_str(sz, sizeof sz, ov->copy_bytes), ov->work_ms,
           ov->reps);
@@ -96,10 +96,10 @@ void bench_print_loader_seed(FILE *f, const bench_loader *lr) {
   if (!lr->nseed)
     return;
   fprintf(f,
-          "== loader: the seed benchmark: batch %u, %d workers, float32 "
-          "images (/255), %.0f ms CPU work per batch (%s) ==\n",
-          lr->batch_size, lr->workers, lr->work_ms,
-          lr->sleep_work ? "sleep" : "spin");
+          "== loader with a simulated training step (%s, %.0f ms per batch): "
+          "batch %u, %d workers, float32 images (/255) ==\n",
+          lr->sleep_work ? "a sleep" : "a busy CPU spin", lr->work_ms,
+          lr->batch_size, lr->workers);
   print_loader_head(f, lr);
   fprintf(f, "  %-4s %12s %8s %10s %8s %11s  %s\n", "pin", "non_blocking",
           "batches", "mean s", "floor s", "over floor", "epochs s");
@@ -116,14 +116,14 @@ void bench_print_loader_seed(FILE *f, const bench_loader *lr) {
             r->floor_s > 0 ? 100.0 * (r->mean_s - r->floor_s) / r->floor_s : 0,
             ep);
   }
-  fprintf(f, "  floor = batches x CPU work: an epoch cannot be shorter\n\n");
+  fprintf(f, "  floor = batches x step: an epoch cannot be shorter\n\n");
 }
 
 void bench_print_loader_sweep(FILE *f, const bench_loader *lr) {
   char rate[32];
   if (!lr->nsweep)
     return;
-  fprintf(f, "== loader sweep: no CPU work, batch %u, into %s ==\n",
+  fprintf(f, "== loader sweep: no training step, batch %u, into %s ==\n",
           lr->batch_size, lr->on_gpu ? "device memory" : "host batches");
   if (!lr->nseed)
     print_loader_head(f, lr);

@@ -167,7 +167,7 @@ static void bw_panel(const bench_bw *bw, svg_panel *p) {
 
 /* Panel 2: epoch time against workers, one line per (dtype, pin). */
 static void sweep_panel(const bench_loader *lr, svg_panel *p) {
-  p->title = "Loader epoch time by workers (no CPU work)";
+  p->title = "Loader epoch time by workers (no training step)";
   p->xlabel = "workers";
   p->ylabel = "seconds per epoch";
   for (int dt = 0; dt < 2; dt++)

@@ -17,10 +17,10 @@ static void bench_usage(FILE *f) {
       "\n"
       "  bandwidth  host<->device copy speed by size: pageable, pinned (sync,\n"
       "             async), registered; host memcpy speed when there is no GPU\n"
-      "  overlap    copy, CPU work, GPU work using the copy: time saved by\n"
-      "             pinned memory and non_blocking copies\n"
-      "  loader     the seeds' CIFAR-10 benchmark through the loader, then a\n"
-      "             sweep over worker counts\n"
+      "  overlap    copy, CPU work (a busy spin), GPU work using the copy: the\n"
+      "             time saved by pinned memory and non_blocking copies\n"
+      "  loader     CIFAR-10 through the loader with a simulated training step\n"
+      "             (a sleep) per batch, then a sweep over worker counts\n"
       "  (none)     all three\n"
       "  gendata    write the generated CIFAR-10-format files into DIR\n"
       "\n"
@@ -45,14 +45,16 @@ static void bench_usage(FILE *f) {
       "  --files N            generated files (default 5)\n"
       "  --keep-data DIR      generate into DIR and keep the files\n"
       "  --batch-size N       samples per batch (default 1024)\n"
-      "  --workers N          workers of the seed benchmark (default 6)\n"
-      "  --work-ms MS         CPU work per batch (default 100; quick 10)\n"
-      "  --spin               the CPU work spins (default: sleeps, as the seed)\n"
+      "  --workers N          workers of the simulated-step run (default 6)\n"
+      "  --work-ms MS         simulated training step per batch, in ms\n"
+      "                       (default 100; quick 10)\n"
+      "  --spin               the step spins the CPU (default: it sleeps, so\n"
+      "                       that its cost is exact and the same for torch)\n"
       "  --epochs N           epochs per configuration (default 2; quick 1)\n"
       "  --sweep N,N,...      worker counts of the sweep (default\n"
       "                       0,1,2,4,6,8,14; quick 0,1,2,4; capped at 2x CPUs)\n"
-      "  --no-sweep           only the seed benchmark\n"
-      "  --no-seed            only the sweep\n"
+      "  --no-sweep           only the simulated-step run\n"
+      "  --no-step            only the sweep\n"
       "  --seed S             shuffle and data seed (default 0)\n"
       "Sizes take K, M, G (powers of 1024). Exit status: 0 done, 1 a run\n"
       "failed, 2 bad usage.\n");
@@ -104,7 +106,7 @@ static int parse_switch(bench_opts *o, const char *a) {
   else if (!strcmp(a, "--quiet")) o->progress = 0;
   else if (!strcmp(a, "--spin")) o->sleep_work = 0;
   else if (!strcmp(a, "--no-sweep")) o->sweep_run = 0;
-  else if (!strcmp(a, "--no-seed")) o->seed_run = 0;
+  else if (!strcmp(a, "--no-step") || !strcmp(a, "--no-seed")) o->seed_run = 0;
   else return 0;
   return 1;
 }
@@ -278,13 +280,13 @@ static int gendata(int argc, char **argv) {
 }
 
 static int write_outputs(const bench_opts *o, const bench_results *r,
-                         FILE *text) {
+                         int failed, FILE *text) {
   int rc = 0;
   if (o->json && bench_write_json(o->json, r))
     rc = 1;
   if (o->csv && bench_write_csv(o->csv, r))
     rc = 1;
-  if (o->plot) {
+  if (o->plot && !failed) { /* a failed run's plot would show nothing true */
     if (bench_write_svg(o->plot, r))
       rc = 1;
     else
@@ -354,7 +356,7 @@ int pl_cmd_bench(int argc, char **argv) {
   }
   r.total_s = bench_now() - t0;
   fprintf(text, "total: %.1f s\n", r.total_s);
-  rc |= write_outputs(&o, &r, text);
+  rc |= write_outputs(&o, &r, rc, text);
   fflush(stdout);
   return rc ? 1 : 0;
 }

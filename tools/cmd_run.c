@@ -33,6 +33,7 @@ typedef struct run_totals {
   FILE *order;
   uint8_t *scratch; /* host copy of a device batch, for --checksum */
   uint64_t scratch_len;
+  double checksum_s; /* time spent hashing: not loading, so not in samples/s */
 } run_totals;
 
 /* The command's own flags; the loader's come from the option table. */
@@ -46,8 +47,8 @@ static const cli_flag run_flags[] = {
      "images:ROOT[?size=224] (options: docs/sources.md; "
      "default: Fashion-MNIST train from " FASHION_DIR ")", F_DATASET, 0, 0, 0,
      NULL},
-    {"epochs", "N", "epochs to load (default 1)", F_EPOCHS, 1, 1, UINT64_MAX,
-     NULL},
+    {"epochs", "N", "epochs in the whole run (default 1); with --resume, "
+     "what is left of them", F_EPOCHS, 1, 1, UINT64_MAX, NULL},
     {"max-batches", "N", "stop after N batches (default: no limit)",
      F_MAX_BATCHES, 1, 1, UINT64_MAX, " (leave it out for no limit)"},
     {"order-out", "FILE", "write delivered dataset indices, one per line",
@@ -55,8 +56,8 @@ static const cli_flag run_flags[] = {
     {"save-state", "FILE", "write the loader's position when done",
      F_SAVE_STATE, 0, 0, 0, NULL},
     {"resume", "FILE", "start from a saved position", F_RESUME, 0, 0, 0, NULL},
-    {"checksum", NULL, "print the FNV-1a checksum of delivered bytes",
-     F_CHECKSUM, 0, 0, 0, NULL},
+    {"checksum", NULL, "print the FNV-1a checksum of delivered bytes (timed "
+     "on its own, not counted in samples/s)", F_CHECKSUM, 0, 0, 0, NULL},
     {"quiet", NULL, "no progress bar", F_QUIET, 0, 0, 0, NULL},
     {"report", NULL, "print the bottleneck report after the run (which "
      "stage bounds throughput, and by how much)", F_REPORT, 0, 0, 0, NULL},
@@ -332,8 +333,11 @@ static int consume(pl_batch *b, const run_opts *o, int nfields, run_totals *t) {
   pl_error err;
   if (pl_batch_wait_stream(b, NULL, &err) != PL_OK)
     return fail("waiting for a batch", &err);
+  double c0 = pl_now_cli();
   if (o->checksum && checksum_batch(b, nfields, t, &err))
     return fail("--checksum", &err);
+  if (o->checksum)
+    t->checksum_s += pl_now_cli() - c0;
   if (o->step_ms > 0) { /* the batch is held for the step, as in training */
     struct timespec ts = {(time_t)(o->step_ms / 1e3),
                           (long)(fmod(o->step_ms, 1e3) * 1e6)};
@@ -352,7 +356,15 @@ static int run_epochs(pl_loader *ld, const run_opts *o, int nfields,
                       run_totals *t, double t0) {
   int bar = !o->quiet && isatty(STDOUT_FILENO);
   uint64_t per_epoch = pl_loader_num_batches(ld);
-  for (uint64_t e = 0; e < o->epochs; e++) {
+  /* --epochs counts the whole run, as torch's StatefulDataLoader does: a
+   * resumed run loads the epochs that are left, from where it stopped. */
+  uint64_t first = pl_loader_epoch(ld);
+  if (o->resume && first >= o->epochs)
+    fprintf(stderr, "pinloader run: --resume %s is at epoch %llu; --epochs "
+            "%llu counts the whole run, so nothing is left to load\n",
+            o->resume, (unsigned long long)first,
+            (unsigned long long)o->epochs);
+  for (uint64_t e = first; e < o->epochs; e++) {
     uint64_t done = 0;
     for (;;) {
       if (o->max_batches && t->batches >= o->max_batches)
@@ -392,18 +404,25 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
          cli_rate(r1, sizeof r1, t->samples / secs, "samples"));
   printf("bytes/s: %.0f (%s)\n", t->bytes / secs,
          cli_rate(r2, sizeof r2, t->bytes / secs, "B"));
-  printf("stats: copied %llu batches / %llu bytes (%llu without a gather), "
-         "pinned %llu bytes (%llu fallbacks), batch buffers %llu, consumer "
-         "waited %.3f s, workers busy %.3f s, copies %.3f s\n",
-         (unsigned long long)st.batches_copied,
-         (unsigned long long)st.bytes_copied,
-         (unsigned long long)st.batches_direct,
-         (unsigned long long)st.pinned_bytes,
-         (unsigned long long)st.pinned_fallbacks,
-         (unsigned long long)st.batch_buffers, st.consumer_wait_s,
-         st.worker_busy_s, st.copy_s);
+  if (pl_loader_device(ld, NULL) == PL_DEVICE_CPU) /* nothing is copied */
+    printf("stats: batches stay in host memory (no device copies), batch "
+           "buffers %llu, consumer waited %.3f s, workers busy %.3f s\n",
+           (unsigned long long)st.batch_buffers, st.consumer_wait_s,
+           st.worker_busy_s);
+  else
+    printf("stats: copied %llu batches / %llu bytes (%llu without a gather), "
+           "pinned %llu bytes (%llu fallbacks), batch buffers %llu, consumer "
+           "waited %.3f s, workers busy %.3f s, copies %.3f s\n",
+           (unsigned long long)st.batches_copied,
+           (unsigned long long)st.bytes_copied,
+           (unsigned long long)st.batches_direct,
+           (unsigned long long)st.pinned_bytes,
+           (unsigned long long)st.pinned_fallbacks,
+           (unsigned long long)st.batch_buffers, st.consumer_wait_s,
+           st.worker_busy_s, st.copy_s);
   if (o->checksum)
-    printf("checksum: %016llx\n", (unsigned long long)t->fnv);
+    printf("checksum: %016llx\nchecksum time: %.3f s (not counted in the "
+           "loading time)\n", (unsigned long long)t->fnv, t->checksum_s);
 }
 
 /* --report: pl_loader_report's text or JSON on stdout. */
@@ -456,7 +475,7 @@ int pl_cmd_run(int argc, char **argv) {
   /* The clock stops when the last copy has landed, not when it was queued. */
   if (!rc && pl_loader_sync(ld, &err) != PL_OK)
     rc = fail("waiting for the copies", &err);
-  double secs = pl_now_cli() - t0;
+  double secs = pl_now_cli() - t0 - t.checksum_s; /* loading only */
   if (!rc)
     report(ld, &o, &t, secs > 0 ? secs : 1e-9);
   if (!rc && o.report)

@@ -66,6 +66,21 @@ def _torch():
     return torch
 
 
+def _warn_cpu_pin(stacklevel):
+    """pin_memory=True for CPU batches: said once, when the loader is made.
+    Without a GPU in torch's words (so that filters written for torch's
+    warning match); with one, that pinloader pins only what it copies."""
+    import warnings
+    if not cuda_available():
+        msg = ("'pin_memory' argument is set as true but no accelerator is found, "
+               "then device pinned memory won't be used.")
+    else:
+        msg = ("pin_memory=True with device='cpu': pinloader does not pin CPU batches; "
+               "use device='cuda' to have batches staged in page-locked memory and "
+               "copied to the GPU for you")
+    warnings.warn(msg, UserWarning, stacklevel=stacklevel)
+
+
 def _parse_device(device):
     """'cpu' | 'cuda' | 'cuda:N' | torch.device -> (kind, index); index -1
     means 'cuda' without an ordinal: LOCAL_RANK when set, else 0."""
@@ -756,6 +771,8 @@ class DataLoader:
         # None: pinned staging for CUDA batches (the point of the exercise);
         # False keeps PyTorch's meaning: pageable staging, a plain copy.
         self.pin_memory = (kind == "cuda") if pin_memory is None else bool(pin_memory)
+        if pin_memory and kind == "cpu":
+            _warn_cpu_pin(stacklevel=3)
         self._non_blocking = bool(non_blocking)
         self._pinned_budget = int(pinned_budget)
         self._direct_copy = bool(direct_copy)

@@ -453,12 +453,13 @@ PyObject *raise_next(LoaderObject *self, const pl_error *err) {
     return raise_pl(err);
   pl_loader_stats st;
   pl_loader_stats_get(self->ld, &st);
-  char msg[PL_ERROR_MESSAGE_MAX + 256];
+  /* The C message in Python's words (tensors, not pl_batch_release). */
+  char msg[256];
   snprintf(msg, sizeof msg,
-           "%s: all %llu batch buffers are held by tensors of earlier "
-           "batches. Release batches (drop the tensors, or copy what you "
-           "keep) or raise DataLoader(max_batch_buffers=...)",
-           err->message, (unsigned long long)st.batch_buffers);
+           "all %llu batch buffers are held by tensors of earlier batches: "
+           "release some (drop the tensors, or .clone() what you keep) or "
+           "raise DataLoader(max_batch_buffers=...)",
+           (unsigned long long)st.batch_buffers);
   return raise_status(PL_EXHAUSTED, msg);
 }
 

@@ -117,34 +117,55 @@ def test_state_dict_round_trip(indexed_records):
 
 
 class Slow:
+    """Each sample takes 0.3 s; with `gate`, every worker's read waits for it
+    to open instead, so that no batch can be complete until the test says so."""
+
+    def __init__(self, gate=None):
+        self.gate = gate
+        self.reads = 0
+
     def __len__(self):
         return 100
 
     def __getitem__(self, i):
-        time.sleep(0.3)
+        self.reads += 1
+        if self.gate is not None and threading.current_thread() is not threading.main_thread():
+            self.gate.wait()  # the loader's probe of dataset[0] (main thread) passes
+        else:
+            time.sleep(0.3)
         return np.full(4, i, dtype=np.int32)
 
 
 def test_ctrl_c_interrupts_a_wait():
-    loader = pinloader.DataLoader(Slow(), batch_size=50, num_workers=2, output="numpy")
+    # No batch can arrive before the gate opens, so the interrupt can only
+    # end a wait that is still going on (a wait blind to signals hangs).
+    gate = threading.Event()
+    loader = pinloader.DataLoader(Slow(gate), batch_size=50, num_workers=2, output="numpy")
     timer = threading.Timer(0.5, _thread.interrupt_main)
-    t0 = time.monotonic()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        for _ in loader:
-            pass
-    assert time.monotonic() - t0 < 3.0  # a batch takes ~7.5 s to fill
+    got = 0
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in loader:
+                got += 1
+    finally:
+        gate.set()
+    assert got == 0
     loader.close()
 
 
 def test_close_does_not_wait_for_whole_batches():
     # pl_loader_destroy: "never hangs on a worker stuck in a callback for
-    # longer than that callback runs": workers stop between samples.
-    loader = pinloader.DataLoader(Slow(), batch_size=50, num_workers=2, output="numpy")
+    # longer than that callback runs": workers stop between samples, so
+    # close() leaves the batches unfinished (counted in reads, not timed).
+    ds = Slow()
+    loader = pinloader.DataLoader(ds, batch_size=50, num_workers=2, output="numpy")
     time.sleep(0.5)
-    t0 = time.monotonic()
     loader.close()
-    assert time.monotonic() - t0 < 2.0  # one sample takes 0.3 s, a batch 15 s
+    reads = ds.reads
+    assert reads < 50, reads  # a whole batch is 50 reads
+    time.sleep(0.4)
+    assert ds.reads == reads  # and no reads after it
 
 
 def test_close_keeps_tensors_valid(indexed_records):

@@ -168,8 +168,8 @@ def test_cpu_fallback_notice_reaches_logging(caplog):
         ld = _C.Loader(ds, device="auto")
     ld.close()
     msgs = [r.getMessage() for r in caplog.records if r.name == "pinloader"]
-    assert len(msgs) == 1 and msgs[0].startswith("no usable CUDA device (") and \
-        msgs[0].endswith("); using the CPU"), msgs
+    assert msgs in (["no NVIDIA driver found; using the CPU"],  # plain words, not CUDA's
+                    ["this build of pinloader has no CUDA support; using the CPU"]), msgs
     # log_level filters in C: nothing below it is passed.
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="pinloader"):

@@ -10,7 +10,7 @@ pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
   (void)cfg;
   *out = NULL;
   return pl_errorf(err, PL_UNSUPPORTED,
-                   "this build of pinloader has no CUDA backend");
+                   "this build of pinloader has no CUDA support");
 }
 
 int pl_backend_cuda_built(void) { return 0; }

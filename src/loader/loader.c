@@ -418,7 +418,7 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
     return s;
   if (s != PL_NO_DEVICE && s != PL_UNSUPPORTED)
     return s;
-  pl_log(&c->log, PL_LOG_INFO, "no usable CUDA device (%s); using the CPU",
+  pl_log(&c->log, PL_LOG_INFO, "%s; using the CPU",
          err ? err->message : pl_status_str(s));
   pl_error_clear(err);
   return plan_and_create(c, PL_DEVICE_CPU, err);
@@ -772,7 +772,8 @@ static pl_status next_locked(pl_core *c, int workers, double deadline,
       if (!f && all_held(c))
         return pl_errorf(err, PL_EXHAUSTED,
                          "all %d batch buffers are held by the consumer: "
-                         "release a batch, or raise max_batch_buffers",
+                         "release one (pl_batch_release) or raise "
+                         "max_batch_buffers",
                          c->max_slots);
       if (f && workers == 0) {
         PL_TRY(fill_here(c, f, err));

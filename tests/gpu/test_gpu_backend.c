@@ -224,7 +224,7 @@ static void test_roundtrip(int pin, int non_blocking) {
   /* One staging buffer was enough: each was idle again before the next. */
   CHECK_EQ_U64(s.pinned_bytes, pin ? pl_pages_size(bytes) : 0);
   CHECK_EQ_U64(s.pinned_fallbacks, 0);
-  CHECK(s.copy_s > 0 && s.copy_s < 10);
+  CHECK(s.copy_s > 0); /* measured: a time, so no bound on it here */
   CHECK(g_log.warnings == 0);
   /* A range outside the buffer is refused. */
   uint8_t one;
@@ -586,7 +586,8 @@ int main(void) {
     pl_error err;
     CHECK_STATUS(pl_backend_cuda_create(&c, &be, &err), PL_NO_DEVICE, &err);
     CHECK(be == NULL);
-    CHECK_MSG(&err, "cudaGetDeviceCount: ");
+    CHECK_MSG(&err, "NVIDIA"); /* plain words ("no NVIDIA driver found") */
+    CHECK(err.cuda_error != 0);  /* and the CUDA code as a field */
     printf("test_gpu_backend: no usable GPU (%s), skipped\n", err.message);
     return pl_test_failures ? 1 : 77;
   }

@@ -86,16 +86,44 @@ int pl_backend_cuda_device_count(void) {
   return n;
 }
 
-static pl_status pick_device(int index, pl_error *err) {
+/* Why cudaGetDeviceCount failed, in the words a user acts on: the
+ * runtime's "CUDA driver version is insufficient" also means "there is no
+ * driver at all" (then cudaDriverGetVersion reports 0), and sends users to
+ * upgrade a driver they do not have. The CUDA name goes to the debug log. */
+static pl_status no_device_words(cudaError_t rc, const pl_logger *log,
+                                 pl_error *err) {
+  int drv = 0, rt = 0;
+  (void)cudaDriverGetVersion(&drv);
+  (void)cudaRuntimeGetVersion(&rt);
+  (void)cudaGetLastError();
+  pl_log(log, PL_LOG_DEBUG, "cudaGetDeviceCount: %s (%s); driver CUDA %d, "
+         "runtime CUDA %d", cudaGetErrorName(rc), cudaGetErrorString(rc),
+         drv, rt);
+  if (rc == cudaErrorNoDevice || (rc == cudaErrorInsufficientDriver && !drv))
+    return pl_errorf(err, PL_NO_DEVICE, rc == cudaErrorNoDevice
+                                            ? "no NVIDIA GPU found"
+                                            : "no NVIDIA driver found");
+  if (rc == cudaErrorInsufficientDriver)
+    return pl_errorf(err, PL_NO_DEVICE,
+                     "the NVIDIA driver supports CUDA %d.%d, older than this "
+                     "build's CUDA %d.%d runtime: update the driver",
+                     drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+  return pl_errorf(err, PL_NO_DEVICE, "no usable NVIDIA GPU: "
+                   "cudaGetDeviceCount: %s", cudaGetErrorString(rc));
+}
+
+static pl_status no_device(cudaError_t rc, const pl_logger *log,
+                           pl_error *err) {
+  no_device_words(rc, log, err);
+  pl_error_set_cuda(err, (int)rc); /* the CUDA code stays in the error */
+  return PL_NO_DEVICE;
+}
+
+static pl_status pick_device(int index, const pl_logger *log, pl_error *err) {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    pl_errorf(err, PL_NO_DEVICE, "cudaGetDeviceCount: %s",
-              cudaGetErrorString(rc));
-    pl_error_set_cuda(err, (int)rc);
-    return PL_NO_DEVICE;
-  }
+  if (rc != cudaSuccess)
+    return no_device(rc, log, err);
   if (index < 0 || index >= n)
     return pl_errorf(err, PL_NO_DEVICE,
                      "CUDA device %d does not exist (%d device%s found)",
@@ -169,7 +197,7 @@ pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "cfg, its plan and out are required");
   *out = NULL;
-  PL_TRY(pick_device(cfg->device_index, err));
+  PL_TRY(pick_device(cfg->device_index, cfg->log, err));
   cuda_backend *be = pl_calloc(1, sizeof *be);
   if (!be)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");

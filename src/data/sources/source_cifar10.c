@@ -20,5 +20,15 @@ pl_status pl_dataset_open_cifar10(const char *const *paths, int npaths,
       .fields = fields,
       .offsets = offsets,
   };
-  return pl_dataset_open_records(&fmt, paths, npaths, out, err);
+  PL_TRY(pl_dataset_open_records(&fmt, paths, npaths, out, err));
+  if (pl_dataset_length(*out) > 0)
+    return PL_OK;
+  /* A CIFAR-10 set without a single record is a mistake (an empty or
+   * truncated download), not an epoch of nothing. */
+  pl_dataset_destroy(*out);
+  *out = NULL;
+  if (npaths == 1)
+    return pl_errorf(err, PL_FORMAT, "%s: empty: no records", paths[0]);
+  return pl_errorf(err, PL_FORMAT, "%s and the %d other files: empty: no "
+                   "records", paths[0], npaths - 1);
 }

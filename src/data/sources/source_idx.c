@@ -248,10 +248,28 @@ static const pl_dataset_vt idx_vt = {
     .destroy_impl = idx_destroy,
 };
 
+/* Labels are one number per sample (1 dim), images at least a row (2 or
+ * more): this catches swapped files and the same file given twice. */
+static pl_status idx_check_roles(const idx_impl *im, const char *images,
+                                 const char *labels, pl_error *err) {
+  if (im->file[0].ndim < 2)
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: an IDX images file has 2 or more dims, this one has "
+                     "1: it looks like a labels file (the images file comes "
+                     "first, then the labels)", images);
+  if (im->file[1].ndim != 1)
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: an IDX labels file has 1 dim, this one has %d: it "
+                     "looks like an images file (the images file comes "
+                     "first, then the labels)", labels, im->file[1].ndim);
+  return PL_OK;
+}
+
 static pl_status idx_open_both(idx_impl *im, const char *images,
                                const char *labels, pl_error *err) {
   PL_TRY(idx_open_file(images, &im->file[0], err));
   PL_TRY(idx_open_file(labels, &im->file[1], err));
+  PL_TRY(idx_check_roles(im, images, labels, err));
   if (im->file[0].dims[0] != im->file[1].dims[0])
     return pl_errorf(err, PL_FORMAT,
                      "%s has %llu images but %s has %llu labels", images,
