@@ -82,8 +82,8 @@ echo "-- plain cudaMemcpyAsync from pinned memory, same run:" | tee -a "$res"
 "$cli" bench bandwidth --quiet --no-plot --min-size 67108864 --max-size 268435456 2>&1 | tee -a "$res"
 
 echo "== checksum: GPU (read back from device memory) vs CPU backend" | tee -a "$res"
-g=$("$cli" run --dataset "$spec" --quiet --device cuda --batch-size 1000 --workers 8 --shuffle --seed 3 --checksum | grep '^checksum')
-c=$("$cli" run --dataset "$spec" --quiet --device cpu --batch-size 1000 --workers 8 --shuffle --seed 3 --checksum | grep '^checksum')
+g=$("$cli" run --dataset "$spec" --quiet --device cuda --batch-size 1000 --workers 8 --shuffle --seed 3 --checksum | grep '^checksum: ')
+c=$("$cli" run --dataset "$spec" --quiet --device cpu --batch-size 1000 --workers 8 --shuffle --seed 3 --checksum | grep '^checksum: ')
 echo "gpu $g | cpu $c" | tee -a "$res"
 [ -n "$g" ] && [ "$g" = "$c" ] && echo "checksums match" | tee -a "$res" || { echo "CHECKSUM MISMATCH" | tee -a "$res"; rc=1; }
 exit $rc
