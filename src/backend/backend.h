@@ -74,6 +74,20 @@ typedef struct pl_span {
 
 enum { PL_SPANS_FIRST = 1, PL_SPANS_LAST = 2 };
 
+/* Whether copy i lies inside the batch buffer: every backend's submit
+ * checks it before writing, with the same error. */
+static inline pl_status pl_span_check(const pl_bufmem *m, const pl_span *sp,
+                                      int i, pl_error *err) {
+  if (sp[i].dst_off <= m->bytes && sp[i].len <= m->bytes - sp[i].dst_off)
+    return PL_OK;
+  return pl_errorf(err, PL_INVALID_ARGUMENT,
+                   "copy %d ([%llu, +%llu)) is outside the %llu-byte batch "
+                   "buffer",
+                   i, (unsigned long long)sp[i].dst_off,
+                   (unsigned long long)sp[i].len,
+                   (unsigned long long)m->bytes);
+}
+
 typedef struct pl_backend_config {
   int device_index;
   int pin_memory;

@@ -80,13 +80,7 @@ static pl_status cpu_submit(pl_backend *be, pl_bufmem *m, const pl_span *sp,
                             int n, int flags, pl_error *err) {
   m->host = NULL;
   for (int i = 0; i < n; i++) {
-    if (sp[i].dst_off > m->bytes || sp[i].len > m->bytes - sp[i].dst_off)
-      return pl_errorf(err, PL_INVALID_ARGUMENT,
-                       "copy %d ([%llu, +%llu)) is outside the %llu-byte "
-                       "batch buffer",
-                       i, (unsigned long long)sp[i].dst_off,
-                       (unsigned long long)sp[i].len,
-                       (unsigned long long)m->bytes);
+    PL_TRY(pl_span_check(m, sp, i, err));
     char *dst = (char *)m->data + sp[i].dst_off;
     if (sp[i].src != dst && sp[i].len)
       memmove(dst, sp[i].src, sp[i].len);

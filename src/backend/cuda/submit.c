@@ -125,13 +125,7 @@ static pl_status check_spans(const cuda_backend *be, const pl_bufmem *m,
   const cuda_buf *cb = m->priv;
   *total = 0;
   for (int i = 0; i < n; i++) {
-    if (sp[i].dst_off > m->bytes || sp[i].len > m->bytes - sp[i].dst_off)
-      return pl_errorf(err, PL_INVALID_ARGUMENT,
-                       "copy %d ([%llu, +%llu)) is outside the %llu-byte "
-                       "batch buffer",
-                       i, (unsigned long long)sp[i].dst_off,
-                       (unsigned long long)sp[i].len,
-                       (unsigned long long)m->bytes);
+    PL_TRY(pl_span_check(m, sp, i, err));
 #ifndef NDEBUG
     const char *src = sp[i].src, *st = cb->stage ? cb->stage->p : NULL;
     if (st && src >= st && src < st + be->pool.cfg.bytes)
