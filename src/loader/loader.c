@@ -824,6 +824,39 @@ pl_status pl_loader_next(pl_loader *ld, pl_batch **out, pl_error *err) {
   return pl_loader_next_timed(ld, -1, out, err);
 }
 
+/* An explicit epoch (loader_order.c holds the order itself). */
+pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
+                              const uint64_t *indices, const uint64_t *starts,
+                              uint64_t nbatches, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  pl_core *c = ld->core;
+  if (pl_core_foreign(c))
+    return pl_core_forked(c, err);
+  pl_order *o = NULL;
+  PL_TRY(pl_order_new(c, indices, starts, nbatches, &o, err));
+  pthread_mutex_lock(&c->mu);
+  pl_core_restart(c, epoch, 0); /* drops any earlier order */
+  c->order = o;
+  c->first.epoch = epoch;
+  c->first.start = 0;
+  c->first.num_batches = nbatches;
+  c->first.per_rank = nbatches ? starts[nbatches] : 0;
+  pthread_cond_broadcast(&c->work_cv);
+  pthread_mutex_unlock(&c->mu);
+  return PL_OK;
+}
+
+uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
+  return (uint32_t)(o->starts[batch + 1] - o->starts[batch]);
+}
+
+void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
+  uint64_t s = o->starts[batch];
+  memcpy(out, o->indices + s,
+         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
+}
+
 pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
   if (!ld)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");

@@ -68,6 +68,11 @@ typedef struct pl_order {
   uint64_t nbatches;
 } pl_order;
 
+/* Checks an explicit order against the loader (indices in range, batches
+ * of 1 to batch_size samples) and copies it, with one reference. */
+pl_status pl_order_new(const pl_core *c, const uint64_t *indices,
+                       const uint64_t *starts, uint64_t nb, pl_order **out,
+                       pl_error *err);
 pl_order *pl_order_ref(pl_order *o);
 void pl_order_unref(pl_order *o); /* accepts NULL */
 uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch);

@@ -51,8 +51,8 @@ static pl_status order_check(const pl_core *c, const uint64_t *indices,
   return PL_OK;
 }
 
-static pl_status order_new(const uint64_t *indices, const uint64_t *starts,
-                           uint64_t nb, pl_order **out, pl_error *err) {
+static pl_status order_copy(const uint64_t *indices, const uint64_t *starts,
+                            uint64_t nb, pl_order **out, pl_error *err) {
   uint64_t n = nb ? starts[nb] : 0;
   pl_order *o = calloc(1, sizeof *o);
   if (o) {
@@ -80,33 +80,9 @@ static pl_status order_new(const uint64_t *indices, const uint64_t *starts,
   return PL_OK;
 }
 
-pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
-                              const uint64_t *indices, const uint64_t *starts,
-                              uint64_t nbatches, pl_error *err) {
-  if (!ld)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
-  pl_core *c = ld->core;
-  PL_TRY(order_check(c, indices, starts, nbatches, err));
-  pl_order *o = NULL;
-  PL_TRY(order_new(indices, starts, nbatches, &o, err));
-  pthread_mutex_lock(&c->mu);
-  pl_core_restart(c, epoch, 0); /* drops any earlier order */
-  c->order = o;
-  c->first.epoch = epoch;
-  c->first.start = 0;
-  c->first.num_batches = nbatches;
-  c->first.per_rank = nbatches ? starts[nbatches] : 0;
-  pthread_cond_broadcast(&c->work_cv);
-  pthread_mutex_unlock(&c->mu);
-  return PL_OK;
-}
-
-uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
-  return (uint32_t)(o->starts[batch + 1] - o->starts[batch]);
-}
-
-void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
-  uint64_t s = o->starts[batch];
-  memcpy(out, o->indices + s,
-         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
+pl_status pl_order_new(const pl_core *c, const uint64_t *indices,
+                       const uint64_t *starts, uint64_t nb, pl_order **out,
+                       pl_error *err) {
+  PL_TRY(order_check(c, indices, starts, nb, err));
+  return order_copy(indices, starts, nb, out, err);
 }
