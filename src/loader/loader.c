@@ -847,16 +847,6 @@ pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
   return PL_OK;
 }
 
-uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
-  return (uint32_t)(o->starts[batch + 1] - o->starts[batch]);
-}
-
-void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
-  uint64_t s = o->starts[batch];
-  memcpy(out, o->indices + s,
-         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
-}
-
 pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
   if (!ld)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");

@@ -86,3 +86,13 @@ pl_status pl_order_new(const pl_core *c, const uint64_t *indices,
   PL_TRY(order_check(c, indices, starts, nb, err));
   return order_copy(indices, starts, nb, out, err);
 }
+
+uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
+  return (uint32_t)(o->starts[batch + 1] - o->starts[batch]);
+}
+
+void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
+  uint64_t s = o->starts[batch];
+  memcpy(out, o->indices + s,
+         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
+}
