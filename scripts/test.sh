@@ -16,6 +16,7 @@ step "build and test (release)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+python3 scripts/check-layers.py build
 
 if [ -f pyproject.toml ]; then
   step "python package"
