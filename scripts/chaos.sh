@@ -39,6 +39,13 @@ seconds=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 }')
 "$PY" scripts/chaos_loader.py "$dir/data" "$seconds" "$seed" "$dir/status.json" \
   >"$dir/loader.out" 2>"$dir/loader.err" &
 loader_pid=$!
+# Mutations begin once the loader has written its first status (past its
+# imports and first loader): a SIGINT inside `import torch` is torch's own
+# RuntimeError, not a loader outcome.
+for _ in $(seq 600); do
+  [[ -f $dir/status.json ]] || ! kill -0 "$loader_pid" 2>/dev/null && break
+  sleep 0.1
+done
 RANDOM=$seed
 declare -A done_count=()
 t_end=$(( $(date +%s) + seconds ))
