@@ -75,6 +75,21 @@ static inline uint64_t pl_align_up(uint64_t x, uint64_t a) {
   return (x + a - 1) / a * a;
 }
 
+/* The part holding item x of parts laid end to end: the last i < n with
+ * first[i] <= x, where first[] are the parts' prefix sums (first[0] = 0;
+ * empty parts are skipped over since their range is empty). */
+static inline int pl_part_of(const uint64_t *first, int n, uint64_t x) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (first[mid] <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 /* The basename of a path, for messages. */
 const char *pl_basename(const char *path);
 

@@ -151,3 +151,16 @@ pl_status pl_dataset_read(const pl_dataset *ds, uint64_t index,
   pl_copy_fence(); /* sources may use streaming stores */
   return s;
 }
+
+pl_status pl_dataset_call_get_item(pl_get_item_fn get_item, void *user,
+                                   uint64_t index, void *const *dst,
+                                   pl_error *err) {
+  char msg[PL_ERROR_MESSAGE_MAX - 64];
+  msg[0] = '\0';
+  int rc = get_item(user, index, dst, msg, sizeof msg);
+  if (rc == 0)
+    return PL_OK;
+  msg[sizeof msg - 1] = '\0';
+  return pl_errorf(err, PL_CALLBACK, "callback returned %d%s%s", rc,
+                   msg[0] ? ": " : "", msg);
+}

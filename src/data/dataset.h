@@ -106,6 +106,12 @@ pl_status pl_dataset_read_sample(const pl_dataset *ds, uint64_t index,
                                  const pl_sample_ctx *ctx, void *const *dst,
                                  pl_error *err);
 
+/* Calls a C __getitem__ (pl_get_item_fn) for one sample; a non-zero
+ * return is PL_CALLBACK "callback returned RC: MESSAGE". */
+pl_status pl_dataset_call_get_item(pl_get_item_fn get_item, void *user,
+                                   uint64_t index, void *const *dst,
+                                   pl_error *err);
+
 /* Index of the field called `name`, or -1. */
 int pl_dataset_field_index(const pl_dataset *ds, const char *name);
 

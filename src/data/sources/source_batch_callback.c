@@ -37,14 +37,7 @@ static pl_status batch_cb_read(const pl_dataset *ds, uint64_t index,
   if (!cb->get_item)
     return pl_errorf(err, PL_UNSUPPORTED,
                      "this dataset is read a batch at a time only");
-  char msg[PL_ERROR_MESSAGE_MAX - 64];
-  msg[0] = '\0';
-  int rc = cb->get_item(cb->user, index, dst, msg, sizeof msg);
-  if (rc == 0)
-    return PL_OK;
-  msg[sizeof msg - 1] = '\0';
-  return pl_errorf(err, PL_CALLBACK, "callback returned %d%s%s", rc,
-                   msg[0] ? ": " : "", msg);
+  return pl_dataset_call_get_item(cb->get_item, cb->user, index, dst, err);
 }
 
 static int batch_cb_shared(const pl_dataset *ds) {

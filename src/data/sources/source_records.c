@@ -37,15 +37,7 @@ static void records_destroy(void *p) {
 /* The file holding global record `index`: the last f with start[f] <= index
  * (files without records are skipped over since their range is empty). */
 static int records_file_of(const records_impl *r, uint64_t index) {
-  int lo = 0, hi = r->nfiles - 1;
-  while (lo < hi) {
-    int mid = lo + (hi - lo + 1) / 2;
-    if (r->start[mid] <= index)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
+  return pl_part_of(r->start, r->nfiles, index);
 }
 
 static const uint8_t *records_at(const records_impl *r, uint64_t index) {

@@ -127,15 +127,7 @@ static uint64_t shard_units(const tokens_impl *t, const shard *s) {
 
 /* The shard holding unit u: the last f with first[f] <= u. */
 static int shard_of(const tokens_impl *t, uint64_t u) {
-  int lo = 0, hi = t->nshards - 1;
-  while (lo < hi) {
-    int mid = lo + (hi - lo + 1) / 2;
-    if (t->first[mid] <= u)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
+  return pl_part_of(t->first, t->nshards, u);
 }
 
 static const uint8_t *window_at(const tokens_impl *t, uint64_t index,
