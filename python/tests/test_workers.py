@@ -213,6 +213,11 @@ def _run_with_interrupts(loader, epochs, expect, mean_gap, min_signals=0):
                     break
                 except KeyboardInterrupt:
                     quiet()
+                    if len(ids(got)) == len(expect):
+                        # The interrupt came after the epoch's last batch
+                        # (between the loop's end and `break`): the epoch is
+                        # whole; iterating again would begin the next one.
+                        break
                     if rnd.random() < 0.5:
                         it = iter(loader)  # a new iterator resumes the epoch
             epochs_out.append(ids(got))
