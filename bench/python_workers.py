@@ -156,11 +156,38 @@ def pl_loader(ds, batch, workers, **kw):
                                 device=DEVICE, **kw)
 
 
+def worker_pids(loader):
+    pids = getattr(loader, "worker_pids", None)  # pinloader
+    if pids is not None:
+        return list(pids)
+    it = getattr(loader, "_iterator", None)  # torch, persistent workers
+    return [w.pid for w in getattr(it, "_workers", [])]
+
+
+def cpu_s(pid):
+    """User + system CPU seconds of a process so far (0 when it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def best_rate(make, epochs, limit=None, work_s=0.0):
+    """Best samples/s over `epochs` timed epochs after a warm-up one, and
+    where the CPU went meanwhile: the workers' busy share (their CPU
+    seconds over wall seconds times workers) and the consumer process's
+    CPU seconds per second."""
     loader = make()
     try:
         run_epoch(loader, limit=limit, work_s=work_s)  # warm-up: workers start, pools fill
+        pids = worker_pids(loader)
+        w0, p0 = [cpu_s(p) for p in pids], os.times()
+        t0 = time.perf_counter()
         runs = [run_epoch(loader, limit=limit, work_s=work_s) for _ in range(epochs)]
+        wall = time.perf_counter() - t0
+        w1, p1 = [cpu_s(p) for p in pids], os.times()
     finally:
         close = getattr(loader, "close", None)
         if close:
@@ -168,7 +195,51 @@ def best_rate(make, epochs, limit=None, work_s=0.0):
         del loader
     times = [t for t, _ in runs]
     n = runs[0][1]
-    return {"samples_per_s": max(n / t for t, n in runs), "epoch_s": times, "samples": n}
+    busy = (sum(w1) - sum(w0)) / (wall * len(pids)) if pids else None
+    parent = (p1.user + p1.system - p0.user - p0.system) / wall
+    return {"samples_per_s": max(n / t for t, n in runs), "epoch_s": times, "samples": n,
+            "worker_busy": busy, "consumer_cpu": parent}
+
+
+def _ceiling_worker(ds, indices, seed, q):
+    np.random.seed(seed)
+    torch.set_num_threads(1)
+    q.get()  # start together
+    t0 = time.perf_counter()
+    for i in indices:
+        ds[i]
+    q.put(time.perf_counter() - t0)
+
+
+def ceiling(ds, workers, n):
+    """What `workers` processes reach running ds[i] and nothing else (no
+    loader, no transfer, no consumer): the most any loader could deliver
+    from this dataset on this machine. n samples in all, forked."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    order = np.random.default_rng(0).permutation(len(ds))[:n]
+    procs = [ctx.Process(target=_ceiling_worker, args=(ds, order[w::workers].tolist(), w, q))
+             for w in range(workers)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)
+    for _ in procs:
+        q.put(None)
+    time.sleep(0.05)
+    times = []
+    deadline = time.monotonic() + 600
+    while len(times) < workers and time.monotonic() < deadline:
+        t = q.get()
+        if t is not None:
+            times.append(t)
+        else:
+            q.put(None)  # a start token read back by ourselves: hand it on
+            time.sleep(0.01)
+    for p in procs:
+        p.join()
+    return n / max(times)
 
 
 def per_sample_us(ds, k=2000):
@@ -184,17 +255,38 @@ def pair(make_torch, make_pl, epochs, **kw):
     return {"torch": t, "pinloader": p, "ratio": p["samples_per_s"] / t["samples_per_s"]}
 
 
+def by_workers(args, ds, batch, name):
+    """torch and pinloader at each worker count, with the ceiling of that
+    many bare processes when --ceiling."""
+    res = {}
+    for w in args.workers:
+        r = pair(lambda: torch_loader(ds, batch, w), lambda: pl_loader(ds, batch, w), args.epochs,
+                 limit=args.limit)
+        line = "%s workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
+            name, w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"])
+        if args.ceiling:
+            r["ceiling"] = ceiling(ds, w, min(len(ds), max(2000, 400 * w)))
+            line += "; %d bare processes %.0f (torch %.0f%%, pinloader %.0f%% of it)" % (
+                w, r["ceiling"], 100 * r["torch"]["samples_per_s"] / r["ceiling"],
+                100 * r["pinloader"]["samples_per_s"] / r["ceiling"])
+        line += "; workers busy: torch %s, pinloader %s; consumer CPU: torch %.2f, pinloader %.2f" % (
+            _pct(r["torch"]["worker_busy"]), _pct(r["pinloader"]["worker_busy"]),
+            r["torch"]["consumer_cpu"], r["pinloader"]["consumer_cpu"])
+        print(line, flush=True)
+        res[str(w)] = r
+    return res
+
+
+def _pct(x):
+    return "-" if x is None else "%.0f%%" % (100 * x)
+
+
 # ---------------------------------------------------------------- parts
 
 def part_aug(args, out):
     ds = NumpyAug(n=args.samples)
-    out["aug"] = {"per_sample_us": per_sample_us(ds), "batch": 256, "by_workers": {}}
-    for w in args.workers:
-        r = pair(lambda: torch_loader(ds, 256, w), lambda: pl_loader(ds, 256, w), args.epochs,
-                 limit=args.limit)
-        out["aug"]["by_workers"][str(w)] = r
-        print("aug workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
-            w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"]), flush=True)
+    out["aug"] = {"per_sample_us": per_sample_us(ds), "batch": 256,
+                  "by_workers": by_workers(args, ds, 256, "aug")}
 
 
 def part_seed(args, out, root):
@@ -229,13 +321,8 @@ def part_tv(args, out, root):
     tf = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(),
                     T.Normalize((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))])
     ds = torchvision_cifar(root, tf)
-    out["tv"] = {"per_sample_us": per_sample_us(ds, 1000), "batch": 256, "by_workers": {}}
-    for w in args.workers:
-        r = pair(lambda: torch_loader(ds, 256, w), lambda: pl_loader(ds, 256, w), args.epochs,
-                 limit=args.limit)
-        out["tv"]["by_workers"][str(w)] = r
-        print("tv workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
-            w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"]), flush=True)
+    out["tv"] = {"per_sample_us": per_sample_us(ds, 1000), "batch": 256,
+                 "by_workers": by_workers(args, ds, 256, "tv")}
 
 
 def part_tokens(args, out, root):
@@ -244,13 +331,7 @@ def part_tokens(args, out, root):
     np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16).tofile(path)
     ds = Tokens(path)
     out["tokens"] = {"per_sample_us": per_sample_us(ds, 500), "batch": 32, "block": 1024,
-                     "by_workers": {}}
-    for w in args.workers:
-        r = pair(lambda: torch_loader(ds, 32, w), lambda: pl_loader(ds, 32, w), args.epochs,
-                 limit=args.limit)
-        out["tokens"]["by_workers"][str(w)] = r
-        print("tokens workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
-            w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"]), flush=True)
+                     "by_workers": by_workers(args, ds, 32, "tokens")}
 
 
 def pss_kb(pid):
@@ -315,10 +396,15 @@ def markdown(out):
             lines += ["## %s: skipped (%s)" % (title, r["skipped"]), ""]
             continue
         lines += ["## %s, %.0f us a sample" % (title, r["per_sample_us"]), "",
-                  "| workers | torch samples/s | pinloader samples/s | ratio |", "|---:|---:|---:|---:|"]
+                  "| workers | torch samples/s | pinloader samples/s | ratio | bare processes | "
+                  "workers busy (torch / pinloader) | consumer CPU (torch / pinloader) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
         for w, x in r["by_workers"].items():
-            lines.append("| %s | %.0f | %.0f | %.2f |" % (w, x["torch"]["samples_per_s"],
-                                                        x["pinloader"]["samples_per_s"], x["ratio"]))
+            lines.append("| %s | %.0f | %.0f | %.2f | %s | %s / %s | %.2f / %.2f |" % (
+                w, x["torch"]["samples_per_s"], x["pinloader"]["samples_per_s"], x["ratio"],
+                "%.0f" % x["ceiling"] if "ceiling" in x else "-",
+                _pct(x["torch"].get("worker_busy")), _pct(x["pinloader"].get("worker_busy")),
+                x["torch"].get("consumer_cpu", 0), x["pinloader"].get("consumer_cpu", 0)))
         lines.append("")
     s = out.get("seed")
     if s and "skipped" not in s:
@@ -342,6 +428,8 @@ def main():
     ap.add_argument("--workers", default="6,14")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=50000)
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also time bare processes running __getitem__ alone (the most any loader can reach)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: tiny data, 2 batches an epoch")
     args = ap.parse_args()
     args.workers = [int(w) for w in args.workers.split(",")]

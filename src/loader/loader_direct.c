@@ -72,12 +72,31 @@ static int gather_small(pl_core *c, pl_batch *b, int n) {
   return n;
 }
 
-/* The views read mapped files, which may shrink: data/map_guard.h. */
-static pl_status gather_guarded(pl_core *c, pl_batch *b, int *n) {
+/* Reads the last byte of each of the first n spans (the direct ones),
+ * which faults if the file no longer reaches it. Why: a truncation cannot
+ * free the page-locked pages, but the kernel zeroes what lies past the new
+ * end inside a large folio that it cannot split while it is pinned; the
+ * copy engine would then read zeros, silently. A file only shrinks from its
+ * end, so a span whose last byte is still there is whole. */
+static void touch_direct_ends(const pl_batch *b, int n) {
+  for (int i = 0; i < n; i++) {
+    const volatile uint8_t *end =
+        (const volatile uint8_t *)b->spans[i].src + b->spans[i].len - 1;
+    (void)*end;
+  }
+}
+
+/* The views read mapped files, which may shrink: data/map_guard.h. The
+ * direct spans' ends are read here too, just before their copies are
+ * submitted: a file cut before that fails the batch with PL_IO naming it.
+ * (One cut while a copy is in flight, microseconds, is not seen:
+ * docs/reliability.md.) */
+static pl_status guarded_reads(pl_core *c, pl_batch *b, int *n) {
   pl_map_guard g;
   if (pl_map_guard_enter(&g))
     return pl_map_guard_failed(&g, &b->err);
-  int k = gather_small(c, b, *n);
+  touch_direct_ends(b, *n);
+  int k = c->copy.stage_bytes ? gather_small(c, b, *n) : *n;
   pl_map_guard_leave(&g);
   if (k < 0)
     return pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
@@ -92,13 +111,13 @@ pl_status pl_direct_fill(pl_core *c, pl_batch *b) {
   for (int f = 0; f < p->nfields; f++)
     if (p->fields[f].route == PL_ROUTE_DIRECT)
       n = field_spans(c, b, f, n);
-  if (p->stage_bytes) {
+  if (p->stage_bytes)
     PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
-    pl_status s = gather_guarded(c, b, &n);
-    if (s != PL_OK) {
+  pl_status s = guarded_reads(c, b, &n);
+  if (s != PL_OK) {
+    if (p->stage_bytes)
       bv->fill_abort(c->be, &b->mem);
-      return s;
-    }
+    return s;
   }
   PL_TRY(bv->submit(c->be, &b->mem, b->spans, n,
                     PL_SPANS_FIRST | PL_SPANS_LAST, &b->err));
