@@ -11,6 +11,8 @@
 # wrong and every fork child exits cleanly.
 #
 #   scripts/chaos.sh [--minutes N (10)] [--seed S (1)] [--python PY]
+# CHAOS_KEEP=1 keeps the scratch folder (data, loader.out, the whole of
+# loader.err, status.json) and prints its path, for a failure's post-mortem.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=10 seed=1 PY=/usr/bin/python3
@@ -24,7 +26,10 @@ while [[ $# -gt 0 ]]; do
 done
 dir=$(mktemp -d "${TMPDIR:-/tmp}/pinloader-chaos.XXXXXX")
 loader_pid=
-cleanup() { [[ -n $loader_pid ]] && kill -KILL "$loader_pid" 2>/dev/null; rm -rf "$dir"; }
+cleanup() {
+  [[ -n $loader_pid ]] && kill -KILL "$loader_pid" 2>/dev/null
+  if [[ ${CHAOS_KEEP:-0} != 0 ]]; then echo "chaos: kept $dir" >&2; else rm -rf "$dir"; fi
+}
 trap cleanup EXIT
 fail() { echo "chaos: FAIL: $*" >&2; exit 1; }
 
