@@ -198,7 +198,8 @@ def best_rate(make, epochs, limit=None, work_s=0.0):
     busy = (sum(w1) - sum(w0)) / (wall * len(pids)) if pids else None
     parent = (p1.user + p1.system - p0.user - p0.system) / wall
     return {"samples_per_s": max(n / t for t, n in runs), "epoch_s": times, "samples": n,
-            "worker_busy": busy, "consumer_cpu": parent}
+            "worker_busy": busy, "consumer_cpu": parent,
+            "worker_cpu_s": [round(b - a, 3) for a, b in zip(w0, w1)]}
 
 
 def _ceiling_worker(ds, indices, seed, q):
@@ -255,23 +256,41 @@ def pair(make_torch, make_pl, epochs, **kw):
     return {"torch": t, "pinloader": p, "ratio": p["samples_per_s"] / t["samples_per_s"]}
 
 
+def torch_has_in_order():
+    import inspect
+
+    return "in_order" in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+
+
 def by_workers(args, ds, batch, name):
-    """torch and pinloader at each worker count, with the ceiling of that
-    many bare processes when --ceiling."""
+    """torch and pinloader (each with its defaults) at each worker count,
+    with the ceiling of that many bare processes when --ceiling; with
+    --variants also pinloader with in_order=True (torch's round robin:
+    batch k to worker k % N) and torch with in_order=False (batches to
+    workers with room, out of order; torch >= 2.6)."""
     res = {}
     for w in args.workers:
         r = pair(lambda: torch_loader(ds, batch, w), lambda: pl_loader(ds, batch, w), args.epochs,
                  limit=args.limit)
+        if args.variants:
+            r["pinloader_in_order_true"] = best_rate(lambda: pl_loader(ds, batch, w, in_order=True),
+                                                     args.epochs, limit=args.limit)
+            if torch_has_in_order():
+                r["torch_in_order_false"] = best_rate(lambda: torch_loader(ds, batch, w, in_order=False),
+                                                      args.epochs, limit=args.limit)
         line = "%s workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
             name, w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"])
         if args.ceiling:
             r["ceiling"] = ceiling(ds, w, min(len(ds), max(2000, 400 * w)))
-            line += "; %d bare processes %.0f (torch %.0f%%, pinloader %.0f%% of it)" % (
-                w, r["ceiling"], 100 * r["torch"]["samples_per_s"] / r["ceiling"],
-                100 * r["pinloader"]["samples_per_s"] / r["ceiling"])
+            line += "; %d bare processes %.0f (the slowest sets it)" % (w, r["ceiling"])
         line += "; workers busy: torch %s, pinloader %s; consumer CPU: torch %.2f, pinloader %.2f" % (
             _pct(r["torch"]["worker_busy"]), _pct(r["pinloader"]["worker_busy"]),
             r["torch"]["consumer_cpu"], r["pinloader"]["consumer_cpu"])
+        for key, who in (("pinloader_in_order_true", "pinloader in_order=True"),
+                         ("torch_in_order_false", "torch in_order=False")):
+            if key in r:
+                line += "\n  %s: %.0f samples/s, workers busy %s" % (
+                    who, r[key]["samples_per_s"], _pct(r[key]["worker_busy"]))
         print(line, flush=True)
         res[str(w)] = r
     return res
@@ -396,15 +415,23 @@ def markdown(out):
             lines += ["## %s: skipped (%s)" % (title, r["skipped"]), ""]
             continue
         lines += ["## %s, %.0f us a sample" % (title, r["per_sample_us"]), "",
-                  "| workers | torch samples/s | pinloader samples/s | ratio | bare processes | "
+                  "| workers | torch samples/s | pinloader samples/s | ratio | bare processes (slowest) | "
                   "workers busy (torch / pinloader) | consumer CPU (torch / pinloader) |",
                   "|---:|---:|---:|---:|---:|---:|---:|"]
         for w, x in r["by_workers"].items():
-            lines.append("| %s | %.0f | %.0f | %.2f | %s | %s / %s | %.2f / %.2f |" % (
-                w, x["torch"]["samples_per_s"], x["pinloader"]["samples_per_s"], x["ratio"],
-                "%.0f" % x["ceiling"] if "ceiling" in x else "-",
-                _pct(x["torch"].get("worker_busy")), _pct(x["pinloader"].get("worker_busy")),
-                x["torch"].get("consumer_cpu", 0), x["pinloader"].get("consumer_cpu", 0)))
+            t, p = x["torch"], x["pinloader"]
+            rows = [("", t, p)]
+            if "pinloader_in_order_true" in x:
+                rows.append((" (pinloader in_order=True)", t, x["pinloader_in_order_true"]))
+            if "torch_in_order_false" in x:
+                rows.append((" (torch in_order=False)", x["torch_in_order_false"], p))
+            for tag, ty, py in rows:
+                lines.append("| %s%s | %.0f | %.0f | %.2f | %s | %s / %s | %.2f / %.2f |" % (
+                    w, tag, ty["samples_per_s"], py["samples_per_s"],
+                    py["samples_per_s"] / ty["samples_per_s"],
+                    "%.0f" % x["ceiling"] if "ceiling" in x else "-",
+                    _pct(ty.get("worker_busy")), _pct(py.get("worker_busy")),
+                    ty.get("consumer_cpu", 0), py.get("consumer_cpu", 0)))
         lines.append("")
     s = out.get("seed")
     if s and "skipped" not in s:
@@ -428,6 +455,9 @@ def main():
     ap.add_argument("--workers", default="6,14")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=50000)
+    ap.add_argument("--variants", action="store_true",
+                    help="also pinloader with in_order=True (torch's round robin) and torch with "
+                         "in_order=False")
     ap.add_argument("--ceiling", action="store_true",
                     help="also time bare processes running __getitem__ alone (the most any loader can reach)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: tiny data, 2 batches an epoch")

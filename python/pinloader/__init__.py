@@ -262,9 +262,17 @@ class _Engine:
             self.ds = plan.native
             threads = dl.num_workers
         else:
+            # Worker processes are balanced unless in_order=True asks for
+            # torch's assignment (batch k to worker k % num_workers, each
+            # worker's random state running on as in torch); balanced, the
+            # global generators restart per batch (_worker.seed_batch). An
+            # IterableDataset's batches belong to the worker whose share
+            # they are.
+            balanced = (dl.worker_mode == "process" and (dl.in_order is None or not dl.in_order)
+                        and not plan.iterable)
             spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
-                                plan.iterable, dl.drop_last)
+                                plan.iterable, dl.drop_last, batch_seeding=balanced)
             if dl.worker_mode == "process":
                 self._start_processes(spec, dl)
                 threads = dl.num_workers
@@ -307,7 +315,7 @@ class _Engine:
             for w, (s, p) in enumerate(zip(socks, self.procs)):
                 self._wait_ready(w, s, p, dl.timeout)
             self.ps = _C.ProcSet([s.fileno() for s in socks], [p.sentinel for p in self.procs],
-                                 [p.pid for p in self.procs])
+                                 [p.pid for p in self.procs], balanced=spec.batch_seeding)
         except BaseException:
             self._stop_processes()
             raise
@@ -674,6 +682,13 @@ class DataLoader:
                     (None: torchrun's / MPI's environment, else 0 of 1)
       output        'auto' (torch tensors when torch imports, else numpy),
                     'torch', 'numpy', or 'raw' (DLPack exporters)
+      in_order      None (default) or False: any idle worker process reads
+                    the next batch, and the global random generators
+                    restart per batch from (base seed, epoch, batch):
+                    reproducible with any number of workers; True: batch k
+                    goes to worker k % num_workers with torch's per-worker
+                    random streams, exactly as torch. Batches arrive in
+                    order either way.
       worker_mode   'process' (Python datasets with num_workers > 0: worker
                     processes writing into shared batch memory) or 'thread'
                     (the loader's threads, under the GIL; the default for
@@ -683,7 +698,7 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=None, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=None,
                  seed=None, device="cpu", non_blocking=True, pinned_budget=0, rank=None,
                  world_size=None, max_batch_buffers=0, output="auto", direct_copy=False,
                  copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
@@ -763,7 +778,9 @@ class DataLoader:
         self.prefetch_factor = int(prefetch_factor)
         self.persistent_workers = bool(persistent_workers)
         self.pin_memory_device = pin_memory_device
-        self.in_order = in_order  # batches always arrive in order
+        # Batches always arrive in order; in_order=True also keeps torch's
+        # worker assignment and random streams (see _Engine).
+        self.in_order = in_order
         self.shuffle = bool(shuffle)
         self.seed = None if seed is None else int(seed)
         self.device = kind if index < 0 else "%s:%d" % (kind, index)

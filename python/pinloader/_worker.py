@@ -57,7 +57,7 @@ class Spec:
     """What a worker needs: picklable (spawn, forkserver)."""
 
     def __init__(self, dataset, template, batch_size, collate_fn, unbatched, worker_init_fn,
-                 num_workers, base_seed, iterable=False, drop_last=False):
+                 num_workers, base_seed, iterable=False, drop_last=False, batch_seeding=False):
         self.dataset = dataset
         self.template = template
         self.batch_size = batch_size
@@ -68,6 +68,7 @@ class Spec:
         self.base_seed = base_seed
         self.iterable = iterable
         self.drop_last = drop_last
+        self.batch_seeding = batch_seeding  # seed_batch() before each batch
 
 
 class ErrorReport:
@@ -259,6 +260,35 @@ def seed_worker(base_seed, worker_id):
                        .generate_state(4))
 
 
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def seed_batch(base_seed, epoch, batch):
+    """Balanced workers (in_order not True: any idle worker reads the next
+    batch): random, numpy's global generator and torch's default generator
+    restart at each batch from (base seed, epoch, batch index), so that a
+    batch's random augmentations depend neither on which worker reads it
+    nor on how many workers there are. base_seed is the one the loader drew
+    from torch's generator when it started its workers (not a later
+    iteration's: batches of the next epoch may be read before that epoch's
+    iter() draws one), so torch.manual_seed still makes a run reproducible;
+    the epoch makes each epoch's draws new. About 25 us a batch."""
+    h = _splitmix64(_splitmix64(_splitmix64(base_seed & _M64) ^ (epoch & _M64)) ^ (batch & _M64))
+    h2 = _splitmix64(h)
+    random.seed(h)
+    np.random.seed([h2 & 0xFFFFFFFF, h2 >> 32])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.default_generator.manual_seed(_splitmix64(h2) >> 1)
+
+
 def _set_worker_info(worker_id, num_workers, seed, dataset):
     """torch.utils.data.get_worker_info() inside a worker: torch's own
     WorkerInfo object, set where torch looks for it."""
@@ -371,6 +401,8 @@ def worker_main(sock, spec, worker_id):
                 filler.reseed(base_seed)
                 if spec.worker_init_fn is not None:
                     spec.worker_init_fn(worker_id)
+            if spec.batch_seeding:  # the engine's base seed: known before any
+                seed_batch(spec.base_seed, epoch, batch)  # prefetch into an epoch
             views = filler.views_for(buf_id, fd, fd_bytes, offsets)
             filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
                 if flags & REQ_PROGRESS else None

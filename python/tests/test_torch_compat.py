@@ -42,7 +42,8 @@ def both(ds, seed=0, make=None, **kw):
     """(pinloader batches, torch batches) over ds with the same arguments,
     each after torch.manual_seed(seed); make() gives fresh arguments (a
     sampler with a generator of its own) for each."""
-    pkw = {k: v for k, v in kw.items() if k != "worker_mode"}
+    # in_order=True is torch's default (and older torch has no such argument)
+    pkw = {k: v for k, v in kw.items() if k != "worker_mode" and not (k == "in_order" and v is True)}
     torch.manual_seed(seed)
     ref = list(DataLoader(ds, **pkw, **(make() if make else {})))
     torch.manual_seed(seed)
@@ -143,17 +144,45 @@ def test_unbatched(mode):
 
 
 def test_worker_seeds_and_info_match_torch():
+    # in_order=True: torch's assignment, batch k on worker k % num_workers
     for w in (1, 3):
-        got, ref = both(D.WorkerInfo(), seed=5, batch_size=2, num_workers=w)
+        got, ref = both(D.WorkerInfo(), seed=5, batch_size=2, num_workers=w, in_order=True)
         same(got, ref)
     # global random state in workers, as torch seeds it: the same
     # augmentations, since batch k goes to worker k % num_workers as in torch
-    got, ref = both(D.GlobalRandom(), seed=11, batch_size=4, num_workers=2, persistent_workers=True)
-    same(got, ref)
+    for persistent in (True, False):
+        got, ref = both(D.GlobalRandom(), seed=11, batch_size=4, num_workers=2,
+                        persistent_workers=persistent, in_order=True)
+        same(got, ref)
+    # the default (balanced): worker info is torch's for whichever worker
+    # read the batch: the same ids, count and seeds
+    got, ref = both(D.WorkerInfo(), seed=5, batch_size=2, num_workers=3)
+    seeds = {(int(i), int(s)) for b in ref for i, s in zip(b[1], b[3])}
+    assert {(int(i), int(s)) for b in got for i, s in zip(b[1], b[3])} <= seeds
+    assert [b[0].tolist() for b in got] == [b[0].tolist() for b in ref]
+
+
+def test_balanced_workers_random_streams_are_reproducible():
+    """The default: the global generators restart per batch from (base
+    seed, epoch, batch), so the augmentations are the same with 2 or 3
+    workers and from run to run (torch.manual_seed), differ between
+    batches, and differ between epochs."""
+    runs = []
+    for w in (2, 3, 2):
+        torch.manual_seed(4)
+        loader = pinloader.DataLoader(D.GlobalRandom(), batch_size=4, num_workers=w)
+        runs.append([[b[k].tolist() for k in range(4)] for _ in range(2) for b in loader])
+        loader.close()
+    assert runs[0] == runs[1] == runs[2]
+    first = [b[1][0] for b in runs[0]]  # random.random() of each batch's first sample
+    assert len(set(first)) == len(first)  # no two batches (nor epochs) repeat
+    for b in runs[0]:
+        assert len(set(b[2])) == len(b[2])  # numpy's stream runs on within a batch
 
 
 def test_worker_init_fn_runs_in_each_worker():
-    loader = pinloader.DataLoader(D.InitSeen(), batch_size=2, num_workers=2, worker_init_fn=D.init_record)
+    loader = pinloader.DataLoader(D.InitSeen(), batch_size=2, num_workers=2, worker_init_fn=D.init_record,
+                                  in_order=True)
     seen = [b[1].tolist() for b in loader]
     assert seen == [[0, 0], [1, 1], [0, 0], [1, 1]]  # batch k on worker k % 2
     loader.close()

@@ -77,10 +77,11 @@ def test_unpicklable_exception_keeps_its_message():
 
 # ---------------------------------------------------------------- dead workers
 
+@pytest.mark.parametrize("in_order", [True, None])
 @pytest.mark.parametrize("how,sig", [("kill", "SIGKILL"), ("segv", "SIGSEGV"), ("exit", "exit code 7")])
-def test_worker_death_names_pid_signal_and_samples(how, sig):
+def test_worker_death_names_pid_signal_and_samples(how, sig, in_order):
     loader = pinloader.DataLoader(D.Killer(kill_at=21, how=how), batch_size=4, num_workers=2,
-                                  output="numpy")
+                                  output="numpy", in_order=in_order)
     pids = None
     got = []
     t0 = time.monotonic()
@@ -91,8 +92,13 @@ def test_worker_death_names_pid_signal_and_samples(how, sig):
     assert time.monotonic() - t0 < 30  # no hang
     msg = str(e.value)
     assert sig in msg, msg
-    assert "worker 1" in msg and "samples 20, 21, 22, 23" in msg and "batch 5" in msg
-    assert ("pid %d" % pids[1]) in msg
+    assert "samples 20, 21, 22, 23" in msg and "batch 5" in msg
+    import re
+
+    w, pid = map(int, re.search(r"worker (\d+) \(pid (\d+)\)", msg).groups())
+    assert pid == pids[w]
+    if in_order:
+        assert w == 1  # batch 5 on worker 5 % 2, as torch
     assert [int(v) for b in got for v in np.asarray(b)[:, 0]] == list(range(20))  # all before it
     # The next iteration starts new workers, at the next epoch.
     loader.dataset.kill_at = None
@@ -386,6 +392,55 @@ def test_close_while_workers_are_busy_is_quick():
     assert time.monotonic() - t0 < 3.0
     _wait_gone(pids)
     del it
+
+
+# ---------------------------------------------------------------- balancing
+
+class SlowWorkerZero:
+    """Worker 0 sleeps 20 ms a sample, worker 1 not at all; each sample says
+    which worker read it."""
+
+    def __len__(self):
+        return 80
+
+    def __getitem__(self, i):
+        import torch
+
+        info = torch.utils.data.get_worker_info()  # None: the parent's probe
+        w = -1 if info is None else info.id
+        if w == 0:
+            time.sleep(0.02)
+        return np.int64(i), np.int64(w)
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_balanced_by_default_and_in_order_true_is_torch_round_robin(seed):
+    pytest.importorskip("torch")
+    kw = dict(batch_size=2, shuffle=True, num_workers=2, output="numpy")
+    got = {}
+    for in_order in (True, None):
+        if seed is None:
+            import torch
+
+            torch.manual_seed(7)  # the order follows torch's global seed
+        loader = pinloader.DataLoader(SlowWorkerZero(), in_order=in_order, seed=seed, **kw)
+        batches = [(b[0].tolist(), b[1].tolist()) for b in loader]
+        loader.close()
+        got[in_order] = batches
+    same_order = [s for s, _ in got[True]]
+    assert [s for s, _ in got[None]] == same_order  # the same samples, in order
+    assert sorted(i for b in same_order for i in b) == list(range(80))
+    for s, w in got[True] + got[None]:
+        assert w[0] == w[1]  # a batch is read by one worker
+    by_worker = lambda run: [sum(w[0] == k for _, w in run) for k in (0, 1)]
+    assert by_worker(got[True]) == [20, 20]  # batch k on worker k % 2, as torch
+    rr = [w[0] for _, w in got[True]]
+    assert rr == [k % 2 for k in range(40)]
+    zero, one = by_worker(got[None])
+    # Worker 0 takes 40 ms a batch, worker 1 about 1: it reads every batch
+    # but those worker 0 holds; the prefetch window (4 batches) bounds
+    # how far ahead it runs, so worker 0 still gets one in five or so.
+    assert one >= 2 * zero, (zero, one)
 
 
 # ---------------------------------------------------------------- CUDA (the GPU box)
