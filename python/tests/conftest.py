@@ -1,9 +1,17 @@
 """Helpers for the pinloader Python tests: small data files written with numpy."""
 import gzip
+import signal
 import struct
 
 import numpy as np
 import pytest
+
+# A background job (`scripts/test.sh &`, nohup, some CI runners) starts with
+# SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the
+# Ctrl-C tests, which send real SIGINTs, would fail or wait forever for an
+# interrupt that never comes. Take SIGINT back, as an interactive run has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def write_idx(path, array):
