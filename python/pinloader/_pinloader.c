@@ -42,6 +42,7 @@ PyObject *Error; /* pinloader.Error(RuntimeError) */
  * loader: a loader freed then (the GC ran inside __getitem__) may be the one
  * whose worker this is, so it must not be joined from here. */
 _Thread_local int in_getitem;
+_Thread_local PyObject **consumer_interrupt;
 
 /* ------------------------------------------------------------ errors */
 

@@ -473,9 +473,20 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused) {
   pl_error err;
   pl_status s;
   for (;;) {
+    PyObject *interrupted = NULL, **outer = consumer_interrupt;
+    consumer_interrupt = &interrupted;
     Py_BEGIN_ALLOW_THREADS
     s = pl_loader_next_timed(self->ld, WAIT_SLICE_S, &b, &err);
     Py_END_ALLOW_THREADS
+    consumer_interrupt = outer;
+    if (interrupted && s == PL_NOT_READY) { /* the batch was given back */
+      PyObject *type = (PyObject *)Py_TYPE(interrupted);
+      Py_INCREF(type);
+      PyErr_Restore(type, interrupted, PyException_GetTraceback(interrupted));
+      self->busy = 0;
+      return NULL;
+    }
+    Py_XDECREF(interrupted);
     if (s != PL_NOT_READY)
       break;
     if (PyErr_CheckSignals() < 0) {

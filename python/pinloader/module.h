@@ -48,6 +48,10 @@ extern PyObject *Error;
 /* Nonzero while this thread runs Python code for a loader's read (a
  * __getitem__): a loader freed then must not be joined from here. */
 extern _Thread_local int in_getitem;
+/* Set while this thread waits in a loader's next(): a KeyboardInterrupt
+ * raised by a read it runs itself (num_workers=0) is kept here, as itself,
+ * and raised by that next() once the batch has been given back. */
+extern _Thread_local PyObject **consumer_interrupt;
 extern PyTypeObject DatasetType, LoaderType, BatchType, FieldArrayType;
 
 /* _pinloader.c: dtypes by name, buffer format and DLPack code. */

@@ -504,9 +504,23 @@ static int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
   if (!r) {
     if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
       /* Ctrl-C in the consumer's thread (num_workers=0): the loader gives
-       * the batch back and the consumer raises KeyboardInterrupt again. */
-      PyErr_Clear();
-      PyErr_SetInterrupt();
+       * the batch back and the consumer's next() raises this exception.
+       * Kept as itself, not re-signalled (PyErr_SetInterrupt): with SIGINT
+       * ignored or handled by a handler that does not raise, a re-signal is
+       * lost, and a read that raises again would be retried forever. */
+      if (consumer_interrupt) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (tb)
+          PyException_SetTraceback(value, tb);
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        Py_XSETREF(*consumer_interrupt, value);
+      } else { /* a worker thread: the consumer sees the interrupt */
+        PyErr_Clear();
+        PyErr_SetInterrupt();
+      }
       rc = PL_READ_INTERRUPTED;
     } else {
       local_store_error(owner, msg, msg_len);

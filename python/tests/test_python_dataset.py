@@ -175,6 +175,52 @@ def test_keyboard_interrupt_from_getitem_loses_nothing():
     assert loader.epoch == 1
 
 
+class InterruptingAtMost(Squares):
+    """Raises KeyboardInterrupt at fail_at, at most `times` times: a loader
+    that retries the read instead of raising ends in RuntimeError, not in a
+    hang."""
+
+    def __init__(self, times, **kw):
+        super().__init__(**kw)
+        self.times, self.raised = times, 0
+
+    def __getitem__(self, i):
+        if i == self.fail_at:
+            if self.raised >= self.times:
+                raise RuntimeError("the read was retried %d times" % self.raised)
+            self.raised += 1
+            raise KeyboardInterrupt("ctrl-c in getitem %d" % self.raised)
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("disposition", ["ignored", "own handler"])
+def test_keyboard_interrupt_from_getitem_whatever_sigint_does(disposition):
+    # A background job (nohup, `cmd &`) starts with SIGINT ignored; a trainer
+    # may install a handler that only sets a flag. A KeyboardInterrupt raised
+    # in __getitem__ (num_workers=0) still reaches next() as itself, once,
+    # and the batch is read again at the next next(). It was re-signalled
+    # (PyErr_SetInterrupt), which is lost there: the read was retried forever.
+    import signal
+
+    calls = []
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN if disposition == "ignored"
+                        else lambda sig, frame: calls.append(sig))
+    try:
+        ds = InterruptingAtMost(1000, n=16, fail_at=6)
+        loader = pinloader.DataLoader(ds, batch_size=4, output="numpy")
+        it = iter(loader)
+        assert next(it)[1].tolist() == [0, 1, 2, 3]
+        with pytest.raises(KeyboardInterrupt, match="^ctrl-c in getitem 1$") as e:
+            next(it)
+        assert "__getitem__" in "".join(traceback.format_tb(e.value.__traceback__))
+        assert ds.raised == 1 and calls == []
+        ds.fail_at = None
+        assert [y.tolist() for _, y in it] == [[4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+        assert loader.epoch == 1
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def test_getitem_raising_pinloader_error():
     class Raises(Squares):
         def __getitem__(self, i):
