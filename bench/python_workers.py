@@ -255,13 +255,26 @@ def pair(make_torch, make_pl, epochs, **kw):
     return {"torch": t, "pinloader": p, "ratio": p["samples_per_s"] / t["samples_per_s"]}
 
 
+def torch_has_in_order():
+    import inspect
+
+    return "in_order" in inspect.signature(torch.utils.data.DataLoader.__init__).parameters
+
+
 def by_workers(args, ds, batch, name):
     """torch and pinloader at each worker count, with the ceiling of that
-    many bare processes when --ceiling."""
+    many bare processes when --ceiling; with --unordered, both again with
+    in_order=False (work to whichever worker is free; torch >= 2.6)."""
     res = {}
     for w in args.workers:
         r = pair(lambda: torch_loader(ds, batch, w), lambda: pl_loader(ds, batch, w), args.epochs,
                  limit=args.limit)
+        if args.unordered:
+            tk = dict(in_order=False) if torch_has_in_order() else {}
+            u = pair(lambda: torch_loader(ds, batch, w, **tk),
+                     lambda: pl_loader(ds, batch, w, in_order=False), args.epochs, limit=args.limit)
+            u["torch_in_order_false"] = bool(tk)
+            r["in_order_false"] = u
         line = "%s workers=%d: torch %.0f, pinloader %.0f samples/s (x%.2f)" % (
             name, w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"])
         if args.ceiling:
@@ -272,6 +285,14 @@ def by_workers(args, ds, batch, name):
         line += "; workers busy: torch %s, pinloader %s; consumer CPU: torch %.2f, pinloader %.2f" % (
             _pct(r["torch"]["worker_busy"]), _pct(r["pinloader"]["worker_busy"]),
             r["torch"]["consumer_cpu"], r["pinloader"]["consumer_cpu"])
+        if "in_order_false" in r:
+            u = r["in_order_false"]
+            line += "\n%s workers=%d in_order=False: torch %.0f%s, pinloader %.0f samples/s (x%.2f); " \
+                    "workers busy: torch %s, pinloader %s" % (
+                        name, w, u["torch"]["samples_per_s"],
+                        "" if u["torch_in_order_false"] else " (this torch has no in_order: default)",
+                        u["pinloader"]["samples_per_s"], u["ratio"], _pct(u["torch"]["worker_busy"]),
+                        _pct(u["pinloader"]["worker_busy"]))
         print(line, flush=True)
         res[str(w)] = r
     return res
@@ -400,11 +421,15 @@ def markdown(out):
                   "workers busy (torch / pinloader) | consumer CPU (torch / pinloader) |",
                   "|---:|---:|---:|---:|---:|---:|---:|"]
         for w, x in r["by_workers"].items():
-            lines.append("| %s | %.0f | %.0f | %.2f | %s | %s / %s | %.2f / %.2f |" % (
-                w, x["torch"]["samples_per_s"], x["pinloader"]["samples_per_s"], x["ratio"],
-                "%.0f" % x["ceiling"] if "ceiling" in x else "-",
-                _pct(x["torch"].get("worker_busy")), _pct(x["pinloader"].get("worker_busy")),
-                x["torch"].get("consumer_cpu", 0), x["pinloader"].get("consumer_cpu", 0)))
+            rows = [("", x)]
+            if "in_order_false" in x:
+                rows.append((" in_order=False", x["in_order_false"]))
+            for tag, y in rows:
+                lines.append("| %s%s | %.0f | %.0f | %.2f | %s | %s / %s | %.2f / %.2f |" % (
+                    w, tag, y["torch"]["samples_per_s"], y["pinloader"]["samples_per_s"], y["ratio"],
+                    "%.0f" % x["ceiling"] if "ceiling" in x else "-",
+                    _pct(y["torch"].get("worker_busy")), _pct(y["pinloader"].get("worker_busy")),
+                    y["torch"].get("consumer_cpu", 0), y["pinloader"].get("consumer_cpu", 0)))
         lines.append("")
     s = out.get("seed")
     if s and "skipped" not in s:
@@ -428,6 +453,8 @@ def main():
     ap.add_argument("--workers", default="6,14")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--samples", type=int, default=50000)
+    ap.add_argument("--unordered", action="store_true",
+                    help="also run both loaders with in_order=False")
     ap.add_argument("--ceiling", action="store_true",
                     help="also time bare processes running __getitem__ alone (the most any loader can reach)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: tiny data, 2 batches an epoch")

@@ -108,31 +108,49 @@ def check(x, y, B, T, device):
     assert bool((x[:, 1:] == y[:, :-1]).all()), "y is not x shifted by one"
 
 
-def pin(path, B, T, steps, device, workers, step_s):
-    """(tokens/s, time waiting for batches / total) for pinloader."""
+WARM_STEPS = 16  # the pool grows to what the loop holds (buffers pinned once)
+
+
+def pin(path, B, T, steps, device, workers, step_s, waits=None):
+    """(tokens/s, time waiting for batches / total) for pinloader, timed
+    after WARM_STEPS steps (the first batches allocate the pool's buffers:
+    once per run, not per step). `waits`, a dict, gets the next() times'
+    distribution and the warm-up steps' wait."""
     import torch
     import pinloader
-    ds = pinloader.datasets.Tokens(path, context=T, samples=B * (steps + 8))
+    ds = pinloader.datasets.Tokens(path, context=T, samples=B * (steps + WARM_STEPS + 8))
     ld = pinloader.DataLoader(ds, batch_size=B, num_workers=workers, device=device)
     it = iter(ld)
-    next(it)
     x = y = None
-    wait, t0 = 0.0, time.perf_counter()
-    for _ in range(steps):
-        w = time.perf_counter()
-        x, y = next(it)
-        wait += time.perf_counter() - w
-        if step_s:
-            end = time.perf_counter() + step_s  # the model's step
-            while time.perf_counter() < end:
-                pass
+
+    def step(k):
+        times = []
+        for _ in range(k):
+            w = time.perf_counter()
+            nonlocal x, y
+            x, y = next(it)
+            times.append(time.perf_counter() - w)
+            if step_s:
+                end = time.perf_counter() + step_s  # the model's step
+                while time.perf_counter() < end:
+                    pass
+        return times
+
+    warm = step(WARM_STEPS)
+    t0 = time.perf_counter()
+    times = step(steps)
     if device == "cuda":
         torch.cuda.synchronize()
     total = time.perf_counter() - t0
     check(x, y, B, T, device)
     del it
     ld.close()
-    return steps * B * T / total, wait / total
+    if waits is not None:
+        us = sorted(t * 1e6 for t in times)
+        waits.update(median_us=us[len(us) // 2], p99_us=us[min(len(us) - 1, len(us) * 99 // 100)],
+                     max_us=us[-1], over_1ms=sum(u > 1000 for u in us),
+                     warmup_steps=WARM_STEPS, warmup_wait_ms=sum(warm) * 1e3)
+    return steps * B * T / total, sum(times) / total
 
 
 def main():
@@ -174,7 +192,9 @@ def main():
         path, a.B, a.T, a.steps, a.device, a.workers, 0)
     res["ratio_vs_nanogpt"] = res["pinloader_tokens_s"] / res["nanogpt_tokens_s"]
     res["ratio_vs_torch_dataloader"] = res["pinloader_tokens_s"] / res["torch_dataloader_tokens_s"]
-    _, res["wait_share_of_step"] = pin(path, a.B, a.T, a.steps, a.device, a.workers, a.step_ms / 1000)
+    res["next_times"] = {}
+    _, res["wait_share_of_step"] = pin(path, a.B, a.T, a.steps, a.device, a.workers, a.step_ms / 1000,
+                                       res["next_times"])
     # nanoGPT's get_batch runs inside the step: its whole time is wait.
     per_batch = a.B * a.T / res["nanogpt_tokens_s"]
     res["nanogpt_wait_share_of_step"] = per_batch / (per_batch + a.step_ms / 1000)
@@ -192,7 +212,13 @@ def main():
                                   "GPU memory (torch: pin_memory + .to(non_blocking=True))"
                                   if a.device == "cuda" else "host memory"),
              "Wait share: time in next() / total, with a %.0f ms busy loop per step standing in "
-             "for the model (nanoGPT's: its get_batch time over get_batch + step)." % a.step_ms]
+             "for the model (nanoGPT's: its get_batch time over get_batch + step)." % a.step_ms,
+             "pinloader's next() in that loop: median %.0f us, p99 %.0f us, max %.0f us, %d of %d "
+             "over 1 ms; timed after %d warm-up steps (the pool's buffers are allocated as the "
+             "loop first holds them: %.1f ms of wait in all, once per run)." % (
+                 res["next_times"]["median_us"], res["next_times"]["p99_us"],
+                 res["next_times"]["max_us"], res["next_times"]["over_1ms"], a.steps,
+                 res["next_times"]["warmup_steps"], res["next_times"]["warmup_wait_ms"])]
     if a.quick:
         notes.append("--quick: a correctness run; the numbers mean nothing.")
     benchinfo.write(a.out, name, info, res,

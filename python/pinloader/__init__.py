@@ -306,8 +306,13 @@ class _Engine:
                 socks.append(parent)
             for w, (s, p) in enumerate(zip(socks, self.procs)):
                 self._wait_ready(w, s, p, dl.timeout)
+            # in_order=False: any idle worker takes the next batch (torch's
+            # in_order=False also hands work to whichever worker has room);
+            # batches still arrive in order. An IterableDataset's batches
+            # belong to the worker whose share they are.
+            balanced = not dl.in_order and not spec.iterable
             self.ps = _C.ProcSet([s.fileno() for s in socks], [p.sentinel for p in self.procs],
-                                 [p.pid for p in self.procs])
+                                 [p.pid for p in self.procs], balanced=balanced)
         except BaseException:
             self._stop_processes()
             raise

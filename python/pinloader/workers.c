@@ -9,7 +9,11 @@
  *
  *   1. take the batch's channel: worker process (batch index % workers), as
  *      torch assigns batches, so that a worker's random state sees the same
- *      batches as a torch worker's would;
+ *      batches as a torch worker's would; or, balanced (in_order=False, as
+ *      torch's in_order=False hands a batch to a worker with room), any
+ *      idle worker, so that a slower worker (a busier core, a hyperthread
+ *      sibling) holds nobody back: the batches still arrive in order, only
+ *      which worker reads which batch is left to timing;
  *   2. send it a request (indices, epoch, seed, the field offsets) with the
  *      batch memory's memfd attached (SCM_RIGHTS; the process maps each
  *      buffer once, by its id);
@@ -109,6 +113,8 @@ typedef struct procset {
   pthread_cond_t cv;
   int closing; /* [mu] shutdown(): every wait gives up */
   int n;
+  int balanced;     /* any idle worker takes the next batch */
+  waiter *waiting;  /* [mu] balanced: threads waiting for any worker */
   channel *ch;
   blob *blobs;         /* [mu] */
   uint64_t next_token; /* [mu] */
@@ -270,11 +276,15 @@ static int fcntl_dup(long fd) {
 
 /* ------------------------------------------------------------ channels */
 
-static int first_waiting(const channel *ch, const waiter *me) {
-  for (const waiter *w = ch->waiting; w; w = w->next)
+static int first_waiting_in(const waiter *list, const waiter *me) {
+  for (const waiter *w = list; w; w = w->next)
     if (w != me && waiter_before(w, me))
       return 0;
   return 1;
+}
+
+static int first_waiting(const channel *ch, const waiter *me) {
+  return first_waiting_in(ch->waiting, me);
 }
 
 /* Whether the batch before `info`'s on this channel (job - workers, the
@@ -297,7 +307,57 @@ static void wait_briefly(procset *ps) {
   pthread_cond_timedwait(&ps->cv, &ps->mu, &ts);
 }
 
+static void unlink_waiter(waiter **list, const waiter *me) {
+  for (waiter **p = list; *p; p = &(*p)->next)
+    if (*p == me) {
+      *p = me->next;
+      return;
+    }
+}
+
+/* Balanced: an idle live worker, or, when every worker is dead, one of
+ * them (its holder then reports the death). NULL: wait. [mu] */
+static channel *idle_channel(procset *ps) {
+  int alive = 0;
+  for (int i = 0; i < ps->n; i++) {
+    channel *ch = &ps->ch[i];
+    if (!ch->dead && !ch->busy)
+      return ch;
+    alive += !ch->dead;
+  }
+  for (int i = 0; !alive && i < ps->n; i++)
+    if (!ps->ch[i].busy)
+      return &ps->ch[i];
+  return NULL;
+}
+
+/* Balanced: the earliest batch waiting goes first, to whichever worker is
+ * idle (with as many loader threads as workers there is always one, but
+ * the tuner may run more threads than processes are idle). */
+static channel *channel_take_any(procset *ps, const pl_batch_info *info) {
+  waiter me = {NULL, info->stream, info->epoch, info->batch_index};
+  channel *ch = NULL;
+  pthread_mutex_lock(&ps->mu);
+  me.next = ps->waiting;
+  ps->waiting = &me;
+  while (!ps->closing &&
+         (!first_waiting_in(ps->waiting, &me) || !(ch = idle_channel(ps))))
+    wait_briefly(ps);
+  unlink_waiter(&ps->waiting, &me);
+  if (ps->closing) {
+    pthread_cond_broadcast(&ps->cv);
+    pthread_mutex_unlock(&ps->mu);
+    return NULL;
+  }
+  ch->busy = 1;
+  pthread_cond_broadcast(&ps->cv); /* the next waiter may find another */
+  pthread_mutex_unlock(&ps->mu);
+  return ch;
+}
+
 static channel *channel_take(procset *ps, const pl_batch_info *info) {
+  if (ps->balanced)
+    return channel_take_any(ps, info);
   channel *ch = &ps->ch[info->batch_index % (uint64_t)ps->n];
   waiter me = {NULL, info->stream, info->epoch, info->batch_index};
   pthread_mutex_lock(&ps->mu);
@@ -310,11 +370,7 @@ static channel *channel_take(procset *ps, const pl_batch_info *info) {
           (!predecessor_done(ps, ch, info) && now_s() < give_up)) &&
          !ps->closing)
     wait_briefly(ps);
-  for (waiter **p = &ch->waiting; *p; p = &(*p)->next)
-    if (*p == &me) {
-      *p = me.next;
-      break;
-    }
+  unlink_waiter(&ch->waiting, &me);
   if (ps->closing) {
     pthread_cond_broadcast(&ps->cv);
     pthread_mutex_unlock(&ps->mu);
@@ -636,12 +692,18 @@ static void procset_dealloc(ProcSetObject *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* ProcSet(socks, sentinels, pids, filler=None): takes copies (dup) of the
- * fds; with a filler and no processes, batches are filled in-process. */
+/* ProcSet(socks, sentinels, pids, filler=None, balanced=False): takes
+ * copies (dup) of the fds; with a filler and no processes, batches are
+ * filled in-process; balanced: any idle worker takes the next batch
+ * (else batch k goes to worker k % n, as torch's). */
 static PyObject *procset_new(PyTypeObject *type, PyObject *args,
                              PyObject *kw) {
+  static char *names[] = {"socks", "sentinels", "pids", "filler", "balanced",
+                          NULL};
   PyObject *socks, *sents, *pids, *filler = Py_None;
-  if (!PyArg_ParseTuple(args, "OOO|O:ProcSet", &socks, &sents, &pids, &filler))
+  int balanced = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|Op:ProcSet", names, &socks,
+                                   &sents, &pids, &filler, &balanced))
     return NULL;
   Py_ssize_t n = PySequence_Size(socks);
   Py_ssize_t least = filler != Py_None ? 0 : 1;
@@ -662,6 +724,7 @@ static PyObject *procset_new(PyTypeObject *type, PyObject *args,
   pthread_mutex_init(&ps->mu, NULL);
   pthread_cond_init(&ps->cv, NULL);
   ps->n = (int)n;
+  ps->balanced = balanced;
   for (Py_ssize_t i = 0; i < n; i++)
     ps->ch[i].sock = ps->ch[i].sentinel = -1;
   for (Py_ssize_t i = 0; i < n; i++) {

@@ -388,6 +388,55 @@ def test_close_while_workers_are_busy_is_quick():
     del it
 
 
+# ---------------------------------------------------------------- balancing
+
+class SlowWorkerZero:
+    """Worker 0 sleeps 20 ms a sample, worker 1 not at all; each sample says
+    which worker read it."""
+
+    def __len__(self):
+        return 80
+
+    def __getitem__(self, i):
+        import torch
+
+        info = torch.utils.data.get_worker_info()  # None: the parent's probe
+        w = -1 if info is None else info.id
+        if w == 0:
+            time.sleep(0.02)
+        return np.int64(i), np.int64(w)
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_in_order_false_balances_workers_and_keeps_the_order(seed):
+    pytest.importorskip("torch")
+    kw = dict(batch_size=2, shuffle=True, num_workers=2, output="numpy")
+    got = {}
+    for in_order in (True, False):
+        if seed is None:
+            import torch
+
+            torch.manual_seed(7)  # the order follows torch's global seed
+        loader = pinloader.DataLoader(SlowWorkerZero(), in_order=in_order, seed=seed, **kw)
+        batches = [(b[0].tolist(), b[1].tolist()) for b in loader]
+        loader.close()
+        got[in_order] = batches
+    same_order = [s for s, _ in got[True]]
+    assert [s for s, _ in got[False]] == same_order  # the same samples, in order
+    assert sorted(i for b in same_order for i in b) == list(range(80))
+    for s, w in got[True] + got[False]:
+        assert w[0] == w[1]  # a batch is read by one worker
+    by_worker = lambda run: [sum(w[0] == k for _, w in run) for k in (0, 1)]
+    assert by_worker(got[True]) == [20, 20]  # batch k on worker k % 2, as torch
+    rr = [w[0] for _, w in got[True]]
+    assert rr == [k % 2 for k in range(40)]
+    zero, one = by_worker(got[False])
+    # Worker 0 takes 40 ms a batch, worker 1 about 1: it reads every batch
+    # but those worker 0 holds; the prefetch window (4 batches) bounds
+    # how far ahead it runs, so worker 0 still gets one in five or so.
+    assert one >= 2 * zero, (zero, one)
+
+
 # ---------------------------------------------------------------- CUDA (the GPU box)
 
 def test_worker_processes_into_cuda_match_cpu():
