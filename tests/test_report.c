@@ -478,16 +478,20 @@ static void test_auto_loader(void) {
   pl_dataset_destroy(ds);
 }
 
+/* Each test's name first: a hang (none seen here) says where it is. */
+#define RUN(test) (printf("test_report: %s\n", #test), test())
+
 int main(void) {
-  test_analysis_cases();
-  test_format();
-  test_tune_decide();
-  test_loader_bound();
-  test_consumer_bound();
-  test_in_thread_loading();
-  test_report_errors();
-  test_timings_size();
-  test_replay();
-  test_auto_loader();
+  setvbuf(stdout, NULL, _IONBF, 0);
+  RUN(test_analysis_cases);
+  RUN(test_format);
+  RUN(test_tune_decide);
+  RUN(test_loader_bound);
+  RUN(test_consumer_bound);
+  RUN(test_in_thread_loading);
+  RUN(test_report_errors);
+  RUN(test_timings_size);
+  RUN(test_replay);
+  RUN(test_auto_loader);
   return pl_test_finish("test_report");
 }

@@ -283,8 +283,55 @@ static void test_alloc_faults(void) {
 }
 #endif
 
+/* Gray and RGBA PNGs decode to the RGB PIL's convert("RGB") gives: gray
+ * replicated, alpha dropped (not composited), at the identity resize. */
+static void test_png_gray_and_alpha(void) {
+  static const struct {
+    const char *name;
+    uint32_t format, channels;
+  } kinds[] = {{"gray", PNG_FORMAT_GRAY, 1}, {"rgba", PNG_FORMAT_RGBA, 4}};
+  for (size_t n = 0; n < sizeof kinds / sizeof kinds[0]; n++) {
+    char root[512], cls[600], p[700];
+    snprintf(root, sizeof root, "%s", pl_test_path(kinds[n].name));
+    snprintf(cls, sizeof cls, "%s/c", root);
+    CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+    snprintf(p, sizeof p, "%s/a.png", cls);
+    enum { W = 12, H = 10 };
+    uint32_t ch = kinds[n].channels;
+    uint8_t px[W * H * 4], img[3 * W * H];
+    for (size_t i = 0; i < (size_t)W * H * ch; i++)
+      px[i] = pl_test_byte(i / ch, i % ch);
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    pi.width = W, pi.height = H, pi.format = kinds[n].format;
+    CHECK(png_image_write_to_file(&pi, p, 0, px, 0, NULL));
+    pl_image_options o;
+    pl_image_options_init(&o);
+    o.size = H, o.train = 0, o.resize = H; /* W > H: the center crop */
+    pl_dataset *ds = NULL;
+    open_dir(root, PL_OK, NULL, &o, &ds);
+    if (!ds)
+      continue;
+    int64_t label = -1;
+    void *dst[2] = {img, &label};
+    pl_error err;
+    CHECK_OK(pl_dataset_read(ds, 0, dst, &err), &err);
+    int bad = 0, left = (W - H) / 2;
+    for (int c = 0; c < 3; c++)
+      for (int y = 0; y < H; y++)
+        for (int x = 0; x < H; x++) {
+          size_t at = ((size_t)y * W + x + left) * ch + (ch == 1 ? 0 : c);
+          bad += img[(c * H + y) * H + x] != px[at];
+        }
+    CHECK(bad == 0);
+    pl_dataset_destroy(ds);
+  }
+}
+
 int main(void) {
   test_exact_png_and_errors();
+  test_png_gray_and_alpha();
   test_scratch_reuse();
 #ifdef PL_FAULT_INJECTION
   test_alloc_faults();

@@ -44,7 +44,7 @@ bool pl_image_have_png(void) {
 
 /* Asks the plan and checks it against the image. */
 static pl_status make_plan(const char *path, uint32_t w, uint32_t h,
-                           uint32_t max_denom, pl_plan_fn plan, void *user,
+                           uint32_t min_eighths, pl_plan_fn plan, void *user,
                            pl_decode_plan *p, pl_error *err) {
   if (w == 0 || h == 0 || (uint64_t)w * h > PL_IMAGE_MAX_PIXELS)
     return pl_errorf(err, PL_FORMAT,
@@ -52,10 +52,8 @@ static pl_status make_plan(const char *path, uint32_t w, uint32_t h,
                      "pixels are accepted)",
                      path, w, h, (unsigned long long)PL_IMAGE_MAX_PIXELS);
   memset(p, 0, sizeof *p);
-  plan(user, w, h, max_denom, p);
-  if (p->denom != 1 && p->denom != 2 && p->denom != 4 && p->denom != 8)
-    p->denom = 1;
-  p->denom = PL_MIN(p->denom, max_denom);
+  plan(user, w, h, min_eighths, p);
+  p->eighths = PL_MAX(PL_MIN(p->eighths, 8), min_eighths);
   if (p->w == 0 || p->h == 0 || p->x >= w || p->y >= h || p->w > w - p->x ||
       p->h > h - p->y)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
@@ -111,15 +109,15 @@ static uint8_t cmyk_channel(int v, int k) {
   return (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : x);
 }
 
-static void cmyk_row_to_rgb(const uint8_t *in, uint8_t *out, uint32_t n,
-                            bool inverted) {
-  for (uint32_t i = 0; i < n; i++, in += 4, out += 3) {
-    int c = in[0], m = in[1], y = in[2], k = in[3];
+/* In place: CMYK and RGBX pixels are both 4 bytes. */
+static void cmyk_row_to_rgbx(uint8_t *px, uint32_t n, bool inverted) {
+  for (uint32_t i = 0; i < n; i++, px += 4) {
+    int c = px[0], m = px[1], y = px[2], k = px[3];
     if (inverted)
       c = 255 - c, m = 255 - m, y = 255 - y, k = 255 - k;
-    out[0] = cmyk_channel(c, k);
-    out[1] = cmyk_channel(m, k);
-    out[2] = cmyk_channel(y, k);
+    px[0] = cmyk_channel(c, k);
+    px[1] = cmyk_channel(m, k);
+    px[2] = cmyk_channel(y, k);
   }
 }
 
@@ -127,18 +125,16 @@ typedef struct jpeg_job {
   struct jpeg_decompress_struct ci;
   jpeg_fail fail;
   pl_scratch *scratch;
-  uint8_t *row; /* CMYK staging row */
 } jpeg_job;
 
 static void jpeg_rows(jpeg_job *j, pl_decoded *d, uint32_t rows) {
   bool cmyk = j->ci.out_color_space == JCS_CMYK;
   for (uint32_t r = 0; r < rows; r++) {
-    uint8_t *dst = d->rgb + (size_t)r * d->bw * 3;
-    JSAMPROW row = cmyk ? j->row : dst;
+    JSAMPROW row = d->rgbx + (size_t)r * d->bw * 4;
     if (jpeg_read_scanlines(&j->ci, &row, 1) != 1)
       ERREXIT(&j->ci, JERR_INPUT_EMPTY);
     if (cmyk)
-      cmyk_row_to_rgb(j->row, dst, d->bw, j->ci.saw_Adobe_marker);
+      cmyk_row_to_rgbx(row, d->bw, j->ci.saw_Adobe_marker);
   }
 }
 
@@ -150,14 +146,14 @@ static void jpeg_run(jpeg_job *j, const uint8_t *data, size_t n,
   jpeg_read_header(&j->ci, TRUE);
   d->width = j->ci.image_width;
   d->height = j->ci.image_height;
-  if ((*st = make_plan(path, d->width, d->height, 8, plan, user, &d->plan,
+  if ((*st = make_plan(path, d->width, d->height, 1, plan, user, &d->plan,
                        err)) != PL_OK)
     return;
-  j->ci.scale_num = 1;
-  j->ci.scale_denom = d->plan.denom;
+  j->ci.scale_num = d->plan.eighths;
+  j->ci.scale_denom = 8;
   bool cmyk = j->ci.jpeg_color_space == JCS_CMYK ||
               j->ci.jpeg_color_space == JCS_YCCK;
-  j->ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  j->ci.out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
   jpeg_start_decompress(&j->ci);
   d->sw = j->ci.output_width;
   d->sh = j->ci.output_height;
@@ -170,12 +166,9 @@ static void jpeg_run(jpeg_job *j, const uint8_t *data, size_t n,
   d->by = y0;
   d->bw = cw;
   d->bh = y1 - y0;
-  d->rgb = pl_scratch_get(j->scratch, PL_DECODE_SLOT_PIXELS,
-                          (size_t)d->bw * d->bh * 3);
-  j->row = cmyk ? pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROW,
-                                 (size_t)d->bw * 4)
-                : NULL;
-  if (!d->rgb || (cmyk && !j->row)) {
+  d->rgbx = pl_scratch_get(j->scratch, PL_DECODE_SLOT_PIXELS,
+                           (size_t)d->bw * d->bh * 4);
+  if (!d->rgbx) {
     *st = pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decoding", path);
     return;
   }
@@ -239,11 +232,14 @@ static void png_read_mem(png_structp p, png_bytep out, png_size_t len) {
   j->pos += len;
 }
 
-static void png_set_rgb8(png_structp p, png_infop info) {
+/* Every PNG to 8-bit RGBX: an alpha channel stays as the 4th byte, which
+ * the resize ignores (PIL's convert("RGB") drops alpha, uncomposited);
+ * images without one get a filler byte. */
+static void png_set_rgbx8(png_structp p, png_infop info) {
   png_set_expand(p); /* palette -> RGB, gray < 8 bits -> 8, tRNS -> alpha */
   png_set_strip_16(p);
-  png_set_strip_alpha(p); /* as PIL's convert("RGB") drops it */
   png_set_gray_to_rgb(p);
+  png_set_filler(p, 0xFF, PNG_FILLER_AFTER); /* only where no alpha */
 }
 
 /* Rows [y, y + h) of the region, columns [x, x + w): progressively read
@@ -252,11 +248,11 @@ static void png_set_rgb8(png_structp p, png_infop info) {
 static void png_rows(png_structp p, png_infop info, png_job *j,
                      pl_decoded *d) {
   const pl_decode_plan *pl = &d->plan;
-  size_t stride = (size_t)d->width * 3;
+  size_t stride = (size_t)d->width * 4;
   int passes = png_set_interlace_handling(p);
   png_read_update_info(p, info);
   if (png_get_rowbytes(p, info) != stride)
-    png_error(p, "unexpected row size after conversion to RGB");
+    png_error(p, "unexpected row size after conversion to RGBX");
   if (passes > 1) {
     uint8_t *full = pl_scratch_get(j->scratch, PL_DECODE_SLOT_FULL,
                                    stride * d->height);
@@ -272,9 +268,9 @@ static void png_rows(png_structp p, png_infop info, png_job *j,
       rows[r] = full + r * stride;
     png_read_image(p, rows);
     for (uint32_t r = 0; r < pl->h; r++)
-      memcpy(d->rgb + (size_t)r * pl->w * 3,
-             full + (pl->y + r) * stride + (size_t)pl->x * 3,
-             (size_t)pl->w * 3);
+      memcpy(d->rgbx + (size_t)r * pl->w * 4,
+             full + (pl->y + r) * stride + (size_t)pl->x * 4,
+             (size_t)pl->w * 4);
     return;
   }
   if (!(j->row = pl_scratch_get(j->scratch, PL_DECODE_SLOT_ROW, stride))) {
@@ -284,8 +280,8 @@ static void png_rows(png_structp p, png_infop info, png_job *j,
   for (uint32_t r = 0; r < pl->y + pl->h; r++) {
     png_read_row(p, j->row, NULL);
     if (r >= pl->y)
-      memcpy(d->rgb + (size_t)(r - pl->y) * pl->w * 3,
-             j->row + (size_t)pl->x * 3, (size_t)pl->w * 3);
+      memcpy(d->rgbx + (size_t)(r - pl->y) * pl->w * 4,
+             j->row + (size_t)pl->x * 4, (size_t)pl->w * 4);
   }
 }
 
@@ -297,7 +293,7 @@ static void png_run(png_structp p, png_infop info, png_job *j,
   png_read_info(p, info);
   d->width = png_get_image_width(p, info);
   d->height = png_get_image_height(p, info);
-  if ((*st = make_plan(path, d->width, d->height, 1, plan, user, &d->plan,
+  if ((*st = make_plan(path, d->width, d->height, 8, plan, user, &d->plan,
                        err)) != PL_OK)
     return;
   d->sw = d->width;
@@ -306,12 +302,12 @@ static void png_run(png_structp p, png_infop info, png_job *j,
   d->by = d->plan.y;
   d->bw = d->plan.w;
   d->bh = d->plan.h;
-  if (!(d->rgb = pl_scratch_get(j->scratch, PL_DECODE_SLOT_PIXELS,
-                                (size_t)d->bw * d->bh * 3))) {
+  if (!(d->rgbx = pl_scratch_get(j->scratch, PL_DECODE_SLOT_PIXELS,
+                                 (size_t)d->bw * d->bh * 4))) {
     *st = pl_errorf(err, PL_NO_MEMORY, "%s: out of memory decoding", path);
     return;
   }
-  png_set_rgb8(p, info);
+  png_set_rgbx8(p, info);
   png_rows(p, info, j, d);
   *st = PL_OK;
 }

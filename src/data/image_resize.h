@@ -2,8 +2,12 @@
  * Image.resize(size, BILINEAR, box) computes it (libImaging/Resample.c:
  * a triangle filter widened by the downscale factor, normalized weights in
  * 22-bit fixed point, horizontal pass then vertical, each rounded to
- * uint8), which is what torchvision applies to PIL images. The output is
- * planar (CHW), optionally mirrored left-right. */
+ * uint8), which is what torchvision applies to PIL images. Here the
+ * vertical pass runs first and weights have 14 fractional bits, so an
+ * output level may differ by one from PIL's.
+ * The input is RGBX (4 bytes a pixel, the 4th ignored: the layout the
+ * passes vectorize on); the output is planar RGB (CHW), optionally
+ * mirrored left-right. */
 #ifndef PL_IMAGE_RESIZE_H
 #define PL_IMAGE_RESIZE_H
 
@@ -11,7 +15,7 @@
 #include "core/scratch.h"
 
 typedef struct pl_resize_src {
-  const uint8_t *rgb; /* interleaved, w x h x 3 */
+  const uint8_t *rgbx; /* interleaved, w x h x 4 */
   uint32_t w, h;
   /* The box (in these pixels, fractional) that becomes the output, and the
    * window [x0, x1) x [y0, y1) the filter may read: PIL clips the filter
@@ -20,11 +24,11 @@ typedef struct pl_resize_src {
   uint32_t x0, y0, x1, y1;
 } pl_resize_src;
 
-/* Writes out_h x out_w x 3 planes into chw, its filter weights and the
- * horizontal pass's rows in slots `slot` and `slot + 1` of scratch.
+/* Writes 3 planes of out_h x out_w into chw, its filter weights and the
+ * intermediate rows in slots `slot` and `slot + 1` of scratch.
  * PL_NO_MEMORY on allocation failure. */
-pl_status pl_resize_rgb(const pl_resize_src *src, uint32_t out_w,
-                        uint32_t out_h, bool flip, uint8_t *chw,
-                        pl_scratch *scratch, int slot, pl_error *err);
+pl_status pl_resize_rgbx(const pl_resize_src *src, uint32_t out_w,
+                         uint32_t out_h, bool flip, uint8_t *chw,
+                         pl_scratch *scratch, int slot, pl_error *err);
 
 #endif /* PL_IMAGE_RESIZE_H */

@@ -97,7 +97,7 @@ void pl_batch_release(pl_batch *b, void *stream) {
   pl_timing_released(c, b);
   pl_replay_release(c, b); /* frees a replay handle; else FREE or CACHED */
   int last = --c->refs == 0;
-  pthread_cond_signal(&c->work_cv);  /* a buffer for one more job */
+  pl_wake_worker(c);  /* a buffer for one more job */
   pthread_cond_signal(&c->ready_cv); /* a consumer filling it itself */
   pthread_mutex_unlock(&c->mu);
   if (last)

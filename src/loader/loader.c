@@ -151,7 +151,7 @@ static void publish(pl_core *c, pl_batch *b) {
   assert(b->state == SLOT_FILLING);
   if (slot_is_stale(c, b)) {
     b->state = SLOT_FREE;
-    pthread_cond_signal(&c->work_cv);
+    pl_wake_worker(c);
     return;
   }
   b->state = b->err.status == PL_OK ? SLOT_READY : SLOT_FAILED;
@@ -612,7 +612,7 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     job_locate(c, c->next_deliver, &next_b, &p);
     c->end_pending = next_b == 0;
   }
-  pthread_cond_signal(&c->work_cv); /* one more job may be claimed */
+  pl_wake_worker(c); /* one more job may be claimed */
   assert(c->refs >= 2); /* the loader handle and this batch */
   pthread_mutex_unlock(&c->mu);
   pl_status s = c->be->vt->deliver(c->be, &b->mem, err);

@@ -234,6 +234,17 @@ static inline int pl_worker_active(const pl_core *c, int id) {
   return id < c->tune.active;
 }
 
+/* One more job may be claimed: wake a worker. Parked workers (the tuner's
+ * spare threads) wait on the same condition and would swallow a signal
+ * meant for an active one, which then sleeps on: a lost wakeup that hung
+ * auto-tuned loaders on a 16-core machine. With any parked, wake all. [mu] */
+static inline void pl_wake_worker(pl_core *c) {
+  if (c->tune.active < c->tune.threads)
+    pthread_cond_broadcast(&c->work_cv);
+  else
+    pthread_cond_signal(&c->work_cv);
+}
+
 /* Drop one reference; frees the core at zero. Takes the lock itself. */
 void pl_core_unref(pl_core *c);
 /* Frees the core; its last reference is gone. */
