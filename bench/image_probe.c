@@ -1,10 +1,12 @@
 /* Probe: CPU time per image of the images source on one thread (decode +
  * RandomResizedCrop(224) + flip into uint8 [3,224,224]), for comparing two
  * builds on a loaded machine: the thread's CPU clock, not wall time, the
- * minimum over runs. Not part of the library. Build against a build tree:
- *   cc -O2 -Iinclude bench/image_probe.c build/libpinloader.a -lz -lm \
- *      -lpthread -o image_probe   (the codec archives too: see
- *   bench/image_probe.sh)
+ * minimum over runs; also a hash of every output, to check that two
+ * builds give the same bytes. Not part of the library. Against a build
+ * tree (its copies of the codec archives):
+ *   cc -O2 -Iinclude bench/image_probe.c build/libpinloader.a \
+ *      build/codecs/libjpeg.a build/codecs/libpng16.a -lz -lm -lpthread \
+ *      -o image_probe
  * Usage: image_probe ROOT [runs] [size] */
 #include <pinloader.h>
 
