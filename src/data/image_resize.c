@@ -1,24 +1,29 @@
 /* PIL-compatible antialiased bilinear resampling (see image_resize.h).
  *
- * Speed comes from the layout, not from intrinsics. Both passes are one
- * kernel, combine_rows: a weighted sum of a few whole rows, where channels
- * do not matter, in fixed-size chunks that GCC vectorizes even at -O2 (its
- * cheap cost model takes only loops whose trip count is a known multiple of
- * the vector length). The vertical pass combines source rows; the
- * horizontal pass combines rows of the vertical result transposed (RGBX
- * pixels are 4 bytes, one uint32 to move). Every output pixel reads the
- * same number of taps (padded with zero weights). Weights are 14-bit fixed
- * point in int16 (PIL uses 22 bits in int32): 16x16->32 multiplies are what
- * SSE2 has, and an output level moves by one, at times, against PIL's. */
+ * The vertical pass runs first, one output row at a time, into a row
+ * buffer that stays in L1; the horizontal pass then reads that row and
+ * writes the output row straight into the three CHW planes, mirrored when
+ * flipped (it takes the mirrored column's weights), so there is no
+ * intermediate image, no transpose and no final copy. Every output pixel
+ * reads the same number of taps (padded with zero weights). Weights are
+ * 14-bit fixed point in int16 (PIL uses 22 bits in int32) so that two taps
+ * go through one 16x16->32 multiply-add (SSE2's pmaddwd: x86-64's
+ * baseline, no -march needed); an output level moves by one, at times,
+ * against PIL's. Without SSE2 plain C computes the same sums, bit for bit
+ * (pl_resize_rgbx_generic, which the tests compare). */
 #include "data/image_resize.h"
 
 #include <math.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define PRECISION_BITS 14
 #define ROUND_HALF (1 << (PRECISION_BITS - 1))
-/* Bytes combined at once: 8 SSE registers of int32 accumulators. */
-#define CHUNK 32
+/* Output columns computed, then stored into the planes, at once. */
+#define GROUP 16
 
 /* Per output pixel: the first input pixel and `taps` weights from it. */
 typedef struct coeffs {
@@ -120,26 +125,17 @@ static void coeffs_make(double in0, double in1, int lo, int hi, int out,
  * sum is in [0, 255.5). */
 static uint8_t to8(int32_t v) { return (uint8_t)(v >> PRECISION_BITS); }
 
-/* out[0..n) = the `taps` rows from `rows` (`stride` bytes apart) weighted
- * by k: the one kernel of both passes. Channels do not matter here, so
- * whole chunks go through the vector unit; their accumulators stay in
- * registers. */
-static void combine_rows(const uint8_t *rows, size_t stride, const int16_t *k,
-                         int taps, size_t n, uint8_t *restrict out) {
-  size_t i = 0;
-  for (; i + CHUNK <= n; i += CHUNK) {
-    int32_t acc[CHUNK];
-    for (int j = 0; j < CHUNK; j++)
-      acc[j] = ROUND_HALF;
-    for (int t = 0; t < taps; t++) {
-      const uint8_t *restrict p = rows + (size_t)t * stride + i;
-      int16_t w = k[t];
-      for (int j = 0; j < CHUNK; j++)
-        acc[j] += p[j] * w;
-    }
-    for (int j = 0; j < CHUNK; j++)
-      out[i + j] = to8(acc[j]);
-  }
+/* The output position p shows column column_of(p): flipping is reading
+ * the mirrored column's weights. */
+static uint32_t column_of(uint32_t p, uint32_t out_w, bool flip) {
+  return flip ? out_w - 1 - p : p;
+}
+
+/* out[i..n) = the `taps` rows from `rows` (`stride` bytes apart) weighted
+ * by k: the vertical pass, over bytes (channels do not matter). */
+static void combine_rows_scalar(const uint8_t *rows, size_t stride,
+                                const int16_t *k, int taps, size_t i,
+                                size_t n, uint8_t *restrict out) {
   for (; i < n; i++) {
     int32_t acc = ROUND_HALF;
     for (int t = 0; t < taps; t++)
@@ -162,36 +158,149 @@ static void transpose_px(const uint8_t *src, size_t src_stride, uint32_t rows,
   }
 }
 
-/* Column xx of the output (out_h RGBX pixels) into the three planes. */
-static void column_to_planes(const uint8_t *col, uint32_t out_w,
-                             uint32_t out_h, uint32_t xx, uint8_t *chw) {
-  size_t plane = (size_t)out_w * out_h;
-  uint8_t *r = chw + xx, *g = r + plane, *b = g + plane;
-  for (uint32_t yy = 0; yy < out_h; yy++) {
-    r[(size_t)yy * out_w] = col[4 * yy];
-    g[(size_t)yy * out_w] = col[4 * yy + 1];
-    b[(size_t)yy * out_w] = col[4 * yy + 2];
+/* Rows [y, out_h) of n output columns (RGBX, col_bytes apart in cols)
+ * into positions [p, p + n) of the planes (w pixels a row). */
+static void columns_to_planes_scalar(const uint8_t *cols, size_t col_bytes,
+                                     uint32_t n, uint32_t y, uint32_t out_h,
+                                     uint32_t w, uint32_t p, uint8_t *chw) {
+  size_t plane = (size_t)w * out_h;
+  for (uint32_t j = 0; j < n; j++) {
+    const uint8_t *col = cols + j * col_bytes;
+    uint8_t *r = chw + p + j, *g = r + plane, *b = g + plane;
+    for (uint32_t yy = y; yy < out_h; yy++) {
+      r[(size_t)yy * w] = col[4 * yy];
+      g[(size_t)yy * w] = col[4 * yy + 1];
+      b[(size_t)yy * w] = col[4 * yy + 2];
+    }
   }
+}
+
+#if defined(__SSE2__)
+/* k[t] and k[t + 1] (0 past the last tap) in every 32-bit lane: the
+ * pairs pmaddwd multiplies-and-adds with (tap t, tap t + 1) values. */
+static __m128i weight_pair(const int16_t *k, int t, int taps) {
+  uint32_t lo = (uint16_t)k[t], hi = t + 1 < taps ? (uint16_t)k[t + 1] : 0;
+  return _mm_set1_epi32((int)(lo | hi << 16));
+}
+
+/* combine_rows_scalar for whole 16-byte chunks, two rows per multiply-add;
+ * returns how far it got. */
+static size_t combine_rows_vector(const uint8_t *rows, size_t stride,
+                                  const int16_t *k, int taps, size_t n,
+                                  uint8_t *restrict out) {
+  const __m128i zero = _mm_setzero_si128(), half = _mm_set1_epi32(ROUND_HALF);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i a0 = half, a1 = half, a2 = half, a3 = half;
+    for (int t = 0; t < taps; t += 2) {
+      const uint8_t *p0 = rows + (size_t)t * stride + i;
+      const uint8_t *p1 = t + 1 < taps ? p0 + stride : p0; /* weight 0 */
+      __m128i w = weight_pair(k, t, taps);
+      __m128i x0 = _mm_loadu_si128((const __m128i *)p0);
+      __m128i x1 = _mm_loadu_si128((const __m128i *)p1);
+      __m128i lo = _mm_unpacklo_epi8(x0, x1), hi = _mm_unpackhi_epi8(x0, x1);
+      a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi8(lo, zero), w));
+      a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi8(lo, zero), w));
+      a2 = _mm_add_epi32(a2, _mm_madd_epi16(_mm_unpacklo_epi8(hi, zero), w));
+      a3 = _mm_add_epi32(a3, _mm_madd_epi16(_mm_unpackhi_epi8(hi, zero), w));
+    }
+    __m128i s01 = _mm_packs_epi32(_mm_srai_epi32(a0, PRECISION_BITS),
+                                  _mm_srai_epi32(a1, PRECISION_BITS));
+    __m128i s23 = _mm_packs_epi32(_mm_srai_epi32(a2, PRECISION_BITS),
+                                  _mm_srai_epi32(a3, PRECISION_BITS));
+    _mm_storeu_si128((__m128i *)(out + i), _mm_packus_epi16(s01, s23));
+  }
+  return i;
+}
+
+/* One channel (the byte at `shift` bits) of 16 RGBX pixels, stored. */
+static void store_channel(uint8_t *dst, const __m128i *q, int shift) {
+  const __m128i mask = _mm_set1_epi32(0xff), n = _mm_cvtsi32_si128(shift);
+  __m128i c[4];
+  for (int j = 0; j < 4; j++)
+    c[j] = _mm_and_si128(_mm_srl_epi32(q[j], n), mask);
+  _mm_storeu_si128((__m128i *)dst,
+                   _mm_packus_epi16(_mm_packs_epi32(c[0], c[1]),
+                                    _mm_packs_epi32(c[2], c[3])));
+}
+
+/* columns_to_planes_scalar for GROUP columns and rows [0, out_h & ~3):
+ * 4 x 4 pixel blocks transposed in registers, 16 bytes stored per plane
+ * and row; returns the first row it left. */
+static uint32_t columns_to_planes_vector(const uint8_t *cols,
+                                         size_t col_bytes, uint32_t out_h,
+                                         uint32_t w, uint32_t p,
+                                         uint8_t *chw) {
+  size_t plane = (size_t)w * out_h;
+  uint32_t yy = 0;
+  for (; yy + 4 <= out_h; yy += 4) {
+    __m128i q[4][4]; /* [row][4 columns] as RGBX bytes */
+    for (int j = 0; j < 4; j++) {
+      __m128i c[4];
+      for (int i = 0; i < 4; i++)
+        c[i] = _mm_loadu_si128(
+            (const __m128i *)(cols + (size_t)(4 * j + i) * col_bytes + 4 * yy));
+      __m128i t0 = _mm_unpacklo_epi32(c[0], c[1]);
+      __m128i t1 = _mm_unpacklo_epi32(c[2], c[3]);
+      __m128i t2 = _mm_unpackhi_epi32(c[0], c[1]);
+      __m128i t3 = _mm_unpackhi_epi32(c[2], c[3]);
+      q[0][j] = _mm_unpacklo_epi64(t0, t1);
+      q[1][j] = _mm_unpackhi_epi64(t0, t1);
+      q[2][j] = _mm_unpacklo_epi64(t2, t3);
+      q[3][j] = _mm_unpackhi_epi64(t2, t3);
+    }
+    for (uint32_t k = 0; k < 4; k++) {
+      uint8_t *r = chw + (size_t)(yy + k) * w + p;
+      store_channel(r, q[k], 0);
+      store_channel(r + plane, q[k], 8);
+      store_channel(r + 2 * plane, q[k], 16);
+    }
+  }
+  return yy;
+}
+#else
+static size_t combine_rows_vector(const uint8_t *rows, size_t stride,
+                                  const int16_t *k, int taps, size_t n,
+                                  uint8_t *restrict out) {
+  return 0;
+}
+
+static uint32_t columns_to_planes_vector(const uint8_t *cols,
+                                         size_t col_bytes, uint32_t out_h,
+                                         uint32_t w, uint32_t p,
+                                         uint8_t *chw) {
+  return 0;
+}
+#endif
+
+/* out[0..n) = the `taps` rows from `rows` (`stride` bytes apart)
+ * weighted by k: the one kernel of both passes. */
+static void combine(const uint8_t *rows, size_t stride, const int16_t *k,
+                    int taps, size_t n, uint8_t *restrict out, bool vector) {
+  size_t done = vector ? combine_rows_vector(rows, stride, k, taps, n, out) : 0;
+  combine_rows_scalar(rows, stride, k, taps, done, n, out);
 }
 
 /* The vertical pass first (PIL runs the horizontal first; each pass
  * rounds to uint8, so the order moves an output level by one at times):
  * it then reads whole source rows, and the horizontal pass, run as row
  * combinations over the transposed result, sees only out_h rows. */
-pl_status pl_resize_rgbx(const pl_resize_src *s, uint32_t out_w,
-                         uint32_t out_h, bool flip, uint8_t *chw,
-                         pl_scratch *scratch, int slot, pl_error *err) {
+static pl_status resize(const pl_resize_src *s, uint32_t out_w,
+                        uint32_t out_h, bool flip, uint8_t *chw,
+                        pl_scratch *scratch, int slot, bool vector,
+                        pl_error *err) {
   coeffs cx, cy;
   int kx = coeffs_max_taps(s->box_x0, s->box_x1, (int)out_w);
   int ky = coeffs_max_taps(s->box_y0, s->box_y1, (int)out_h);
   size_t col_bytes = (size_t)out_h * 4;
   uint8_t *mem = pl_scratch_get(scratch, slot,
                                 coeffs_bytes(kx, (int)out_w) +
-                                    coeffs_bytes(ky, (int)out_h) + col_bytes);
+                                    coeffs_bytes(ky, (int)out_h) +
+                                    GROUP * col_bytes);
   if (!mem)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory resizing");
   mem = coeffs_carve(&cx, kx, (int)out_w, mem);
-  uint8_t *col = coeffs_carve(&cy, ky, (int)out_h, mem);
+  uint8_t *group = coeffs_carve(&cy, ky, (int)out_h, mem);
   coeffs_make(s->box_x0, s->box_x1, (int)s->x0, (int)s->x1, (int)out_w, kx,
               &cx);
   coeffs_make(s->box_y0, s->box_y1, (int)s->y0, (int)s->y1, (int)out_h, ky,
@@ -206,15 +315,38 @@ pl_status pl_resize_rgbx(const pl_resize_src *s, uint32_t out_w,
     return pl_errorf(err, PL_NO_MEMORY, "out of memory resizing");
   uint8_t *vt = v + vsize; /* v transposed: cols rows of out_h pixels */
   for (uint32_t yy = 0; yy < out_h; yy++)
-    combine_rows(s->rgbx + (size_t)cy.first[yy] * src_stride + c0 * 4,
-                 src_stride, cy.k + (size_t)yy * cy.taps, cy.taps, vrow,
-                 v + yy * vrow);
+    combine(s->rgbx + (size_t)cy.first[yy] * src_stride + c0 * 4, src_stride,
+            cy.k + (size_t)yy * cy.taps, cy.taps, vrow, v + yy * vrow,
+            vector);
   transpose_px(v, vrow, out_h, cols, vt, col_bytes);
-  for (uint32_t xx = 0; xx < out_w; xx++) {
-    combine_rows(vt + (size_t)(cx.first[xx] - (int)c0) * col_bytes,
-                 col_bytes, cx.k + (size_t)xx * cx.taps, cx.taps, col_bytes,
-                 col);
-    column_to_planes(col, out_w, out_h, flip ? out_w - 1 - xx : xx, chw);
+  /* Output positions p.. come from columns column_of(p..): flipping is
+   * computing them in mirrored order. */
+  for (uint32_t p = 0; p < out_w; p += GROUP) {
+    uint32_t n = PL_MIN(GROUP, out_w - p);
+    for (uint32_t j = 0; j < n; j++) {
+      uint32_t xx = column_of(p + j, out_w, flip);
+      combine(vt + (size_t)(cx.first[xx] - (int)c0) * col_bytes, col_bytes,
+              cx.k + (size_t)xx * cx.taps, cx.taps, col_bytes,
+              group + j * col_bytes, vector);
+    }
+    uint32_t y = vector && n == GROUP
+                     ? columns_to_planes_vector(group, col_bytes, out_h,
+                                                out_w, p, chw)
+                     : 0;
+    columns_to_planes_scalar(group, col_bytes, n, y, out_h, out_w, p, chw);
   }
   return PL_OK;
+}
+
+pl_status pl_resize_rgbx(const pl_resize_src *s, uint32_t out_w,
+                         uint32_t out_h, bool flip, uint8_t *chw,
+                         pl_scratch *scratch, int slot, pl_error *err) {
+  return resize(s, out_w, out_h, flip, chw, scratch, slot, true, err);
+}
+
+pl_status pl_resize_rgbx_generic(const pl_resize_src *s, uint32_t out_w,
+                                 uint32_t out_h, bool flip, uint8_t *chw,
+                                 pl_scratch *scratch, int slot,
+                                 pl_error *err) {
+  return resize(s, out_w, out_h, flip, chw, scratch, slot, false, err);
 }

@@ -25,10 +25,17 @@ typedef struct pl_resize_src {
 } pl_resize_src;
 
 /* Writes 3 planes of out_h x out_w into chw, its filter weights and the
- * intermediate rows in slots `slot` and `slot + 1` of scratch.
+ * row between the passes in slots `slot` and `slot + 1` of scratch.
  * PL_NO_MEMORY on allocation failure. */
 pl_status pl_resize_rgbx(const pl_resize_src *src, uint32_t out_w,
                          uint32_t out_h, bool flip, uint8_t *chw,
                          pl_scratch *scratch, int slot, pl_error *err);
+
+/* The same, bit for bit, in plain C only (what a build without SSE2 runs):
+ * for tests of the vector kernels. */
+pl_status pl_resize_rgbx_generic(const pl_resize_src *src, uint32_t out_w,
+                                 uint32_t out_h, bool flip, uint8_t *chw,
+                                 pl_scratch *scratch, int slot,
+                                 pl_error *err);
 
 #endif /* PL_IMAGE_RESIZE_H */
