@@ -420,6 +420,14 @@ static void test_tune_decide(void) {
   CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_PREFETCH);
   CHECK(t.prefetch == 8);
   CHECK(strstr(why, "prefetch 4 -> 8") != NULL);
+  bursty.rate = 99; /* no gain, no loss (noise): kept, and deeper still */
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_PREFETCH);
+  CHECK(t.prefetch == 12);
+  bursty.rate = 90; /* slower: back to 8, not tried again for a while */
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_REVERT);
+  CHECK(t.prefetch == 8 && t.prefetch_cap == 8);
+  CHECK(strstr(why, "prefetch 12 was slower than 8") != NULL);
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_NONE);
 
   /* Slack: a shrink after SLACK windows, never below one worker. */
   t = tuner(14, 4, 0);

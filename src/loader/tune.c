@@ -13,7 +13,11 @@
 #define BUSY_GROW 0.70     /* workers this busy: more of them would help */
 #define BUSY_SHRINK 0.60   /* one fewer would still be at most this busy */
 #define COPY_FULL 0.85     /* the copy engine this busy: workers won't help */
-#define GAIN 1.05          /* a growth must give this much more, or revert */
+#define GAIN 1.05          /* more workers must give this much more, or revert */
+#define DEPTH_LOSS 0.95    /* a deeper prefetch is undone only below this:
+                              it costs memory, not cores, and one window's
+                              noise must not stop it (on the H200 it did:
+                              the step waited 41% with workers 44% busy) */
 #define CAP_WINDOWS 40     /* a reverted growth is not retried for this long */
 #define SLACK_WINDOWS 4
 #define START_WORKERS 2    /* the CLI's default: where tuning starts */
@@ -73,7 +77,7 @@ static pl_tune_action revert(pl_tune *t, const pl_tune_window *w, char *why,
     set_workers(t, was, PL_TUNE_REVERT);
   } else {
     snprintf(why, len,
-             "prefetch %d was no faster than %d (%.4g vs %.4g batches/s): "
+             "prefetch %d was slower than %d (%.4g vs %.4g batches/s): "
              "back to %d",
              t->prefetch, t->before, w->rate, t->last_rate, t->before);
     t->prefetch_cap = t->before;
@@ -144,8 +148,8 @@ pl_tune_action pl_tune_decide(pl_tune *t, const pl_tune_window *w, char *why,
   pl_tune_action last = t->last_action;
   double last_rate = t->last_rate;
   pl_tune_action a = PL_TUNE_NONE;
-  if ((last == PL_TUNE_GROW_WORKERS || last == PL_TUNE_GROW_PREFETCH) &&
-      w->rate < last_rate * GAIN)
+  if ((last == PL_TUNE_GROW_WORKERS && w->rate < last_rate * GAIN) ||
+      (last == PL_TUNE_GROW_PREFETCH && w->rate < last_rate * DEPTH_LOSS))
     a = revert(t, w, why, why_len);
   else if (w->wait > WAIT_GROW)
     a = grow(t, w, why, why_len);

@@ -11,8 +11,10 @@
  *   grow workers   the step waits, the workers are busy, the copy engine is
  *                  not, the budget and the machine have cores to spare;
  *   grow prefetch  the step waits but the workers are not busy;
- *   revert         the last growth gave less than GAIN more batches/s: it
- *                  is undone and not tried again for a while;
+ *   revert         the last growth of workers gave less than GAIN more
+ *                  batches/s, or the last deeper prefetch made it slower
+ *                  (a depth that does not help costs only memory): it is
+ *                  undone and not tried again for a while;
  *   shrink         for several windows the step never waited and one
  *                  worker fewer would still be lightly loaded: a core back
  *                  to the trainer.
