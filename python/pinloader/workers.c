@@ -355,6 +355,10 @@ static channel *channel_take_any(procset *ps, const pl_batch_info *info) {
   return ch;
 }
 
+/* channel_take's answer for a batch of a stream the worker has left. */
+static const channel stale_channel; /* never read or written */
+#define STALE_CHANNEL ((channel *)&stale_channel)
+
 static channel *channel_take(procset *ps, const pl_batch_info *info) {
   if (ps->balanced)
     return channel_take_any(ps, info);
@@ -375,6 +379,15 @@ static channel *channel_take(procset *ps, const pl_batch_info *info) {
     pthread_cond_broadcast(&ps->cv);
     pthread_mutex_unlock(&ps->mu);
     return NULL;
+  }
+  if (ch->served_any && info->stream < ch->cur_stream) {
+    /* Stale: the loader began a newer stream, whose batches this worker
+     * already serves; nobody waits for this one, and reading it would
+     * move an IterableDataset worker's iterator between the two streams
+     * (restarting it: a duplicated batch). */
+    pthread_cond_broadcast(&ps->cv); /* those behind it in the queue */
+    pthread_mutex_unlock(&ps->mu);
+    return STALE_CHANNEL;
   }
   ch->busy = 1;
   if (!ch->served_any || info->stream > ch->cur_stream) {
@@ -552,6 +565,10 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
   channel *ch = channel_take(ps, info);
   if (!ch) {
     snprintf(msg, msg_len, "the loader's worker processes were shut down");
+    return 1;
+  }
+  if (ch == STALE_CHANNEL) {
+    snprintf(msg, msg_len, "a batch of an abandoned stream (not read)");
     return 1;
   }
   int w = (int)(ch - ps->ch);
