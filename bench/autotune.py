@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-RECORD = 3073
+from cifar_files import RECORD, write_cifar  # bench/, the script's folder
 
 
 def import_pinloader():
@@ -37,19 +37,6 @@ def import_pinloader():
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
         import pinloader
         return pinloader
-
-
-def write_cifar(directory, records, files=5, seed=0):
-    rng = np.random.default_rng(seed)
-    paths = []
-    for i in range(files):
-        n = records // files + (i < records % files)
-        rec = rng.integers(0, 256, (n, RECORD), dtype=np.uint8)
-        rec[:, 0] %= 10
-        p = os.path.join(directory, "data_batch_%d.bin" % (i + 1))
-        rec.tofile(p)
-        paths.append(p)
-    return paths
 
 
 class Augment:

@@ -202,10 +202,10 @@ def best_rate(make, epochs, limit=None, work_s=0.0):
             "worker_cpu_s": [round(b - a, 3) for a, b in zip(w0, w1)]}
 
 
-def _ceiling_worker(ds, indices, seed, q):
+def _ceiling_worker(ds, indices, seed, start, q):
     np.random.seed(seed)
     torch.set_num_threads(1)
-    q.get()  # start together
+    start.wait()  # all together
     t0 = time.perf_counter()
     for i in indices:
         ds[i]
@@ -219,25 +219,15 @@ def ceiling(ds, workers, n):
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    q = ctx.Queue()
+    q, start = ctx.Queue(), ctx.Event()
     order = np.random.default_rng(0).permutation(len(ds))[:n]
-    procs = [ctx.Process(target=_ceiling_worker, args=(ds, order[w::workers].tolist(), w, q))
+    procs = [ctx.Process(target=_ceiling_worker, args=(ds, order[w::workers].tolist(), w, start, q))
              for w in range(workers)]
     for p in procs:
         p.start()
-    time.sleep(0.5)
-    for _ in procs:
-        q.put(None)
-    time.sleep(0.05)
-    times = []
-    deadline = time.monotonic() + 600
-    while len(times) < workers and time.monotonic() < deadline:
-        t = q.get()
-        if t is not None:
-            times.append(t)
-        else:
-            q.put(None)  # a start token read back by ourselves: hand it on
-            time.sleep(0.01)
+    time.sleep(0.5)  # every process forked and waiting
+    start.set()
+    times = [q.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
     return n / max(times)

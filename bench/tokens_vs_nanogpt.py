@@ -124,10 +124,10 @@ def pin(path, B, T, steps, device, workers, step_s, waits=None):
     x = y = None
 
     def step(k):
+        nonlocal x, y
         times = []
         for _ in range(k):
             w = time.perf_counter()
-            nonlocal x, y
             x, y = next(it)
             times.append(time.perf_counter() - w)
             if step_s:

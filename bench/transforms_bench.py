@@ -33,7 +33,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from vs_torch import CifarBin, import_pinloader, write_cifar  # noqa: E402
+from cifar_files import write_cifar  # noqa: E402
+from vs_torch import CifarBin, import_pinloader  # noqa: E402
 
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)

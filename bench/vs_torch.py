@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-RECORD = 3073  # label byte + 3x32x32 CHW pixels
+from cifar_files import RECORD, write_cifar  # bench/, the script's folder
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -55,21 +56,6 @@ def import_pinloader():
         except ImportError:
             sys.path.pop(0)
             return None
-
-
-def write_cifar(directory, records, files, seed=0):
-    """The CIFAR-10 binary format, pseudo-random pixels: the files both
-    loaders read."""
-    rng = np.random.default_rng(seed)
-    paths = []
-    for i in range(files):
-        n = records // files + (i < records % files)
-        rec = rng.integers(0, 256, (n, RECORD), dtype=np.uint8)
-        rec[:, 0] %= 10
-        p = os.path.join(directory, "data_batch_%d.bin" % (i + 1))
-        rec.tofile(p)
-        paths.append(p)
-    return paths
 
 
 class CifarBin(Dataset):

@@ -268,8 +268,7 @@ class _Engine:
             # global generators restart per batch (_worker.seed_batch). An
             # IterableDataset's batches belong to the worker whose share
             # they are.
-            balanced = (dl.worker_mode == "process" and (dl.in_order is None or not dl.in_order)
-                        and not plan.iterable)
+            balanced = dl.worker_mode == "process" and not dl.in_order and not plan.iterable
             spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
                                 plan.iterable, dl.drop_last, batch_seeding=balanced)

@@ -287,6 +287,12 @@ static int first_waiting(const channel *ch, const waiter *me) {
   return first_waiting_in(ch->waiting, me);
 }
 
+/* A batch of a stream older than the one this worker serves now: the
+ * loader has abandoned it, nobody waits for its result. [mu] */
+static int is_stale(const channel *ch, const pl_batch_info *info) {
+  return ch->served_any && info->stream < ch->cur_stream;
+}
+
 /* Whether the batch before `info`'s on this channel (job - workers, the
  * same epoch) has been served, or there is none to wait for. [mu] */
 static int predecessor_done(const procset *ps, const channel *ch,
@@ -294,8 +300,6 @@ static int predecessor_done(const procset *ps, const channel *ch,
   uint64_t w = (uint64_t)ps->n;
   if (info->batch_index < w || info->job < w)
     return 1; /* the first of its epoch or its stream on this channel */
-  if (ch->served_any && info->stream < ch->cur_stream)
-    return 1; /* a stale batch: nobody waits for its result */
   return ch->served_any && info->stream == ch->cur_stream &&
          ch->served_job >= info->job - w;
 }
@@ -372,7 +376,7 @@ static channel *channel_take(procset *ps, const pl_batch_info *info) {
   double give_up = now_s() + 3.0;
   while ((ch->busy || !first_waiting(ch, &me) ||
           (!predecessor_done(ps, ch, info) && now_s() < give_up)) &&
-         !ps->closing)
+         !ps->closing && !is_stale(ch, info))
     wait_briefly(ps);
   unlink_waiter(&ch->waiting, &me);
   if (ps->closing) {
@@ -380,7 +384,7 @@ static channel *channel_take(procset *ps, const pl_batch_info *info) {
     pthread_mutex_unlock(&ps->mu);
     return NULL;
   }
-  if (ch->served_any && info->stream < ch->cur_stream) {
+  if (is_stale(ch, info)) {
     /* Stale: the loader began a newer stream, whose batches this worker
      * already serves; nobody waits for this one, and reading it would
      * move an IterableDataset worker's iterator between the two streams
