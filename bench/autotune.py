@@ -10,7 +10,10 @@ auto to the best fixed setting (the goal: >= 0.90). Workloads:
   cifar_uint8   native CIFAR-10 files, uint8 images, shuffled
   python_aug    a Python map-style dataset over the same pixels doing a
                 random crop with padding and a flip per sample (numpy)
-  image_folder  datasets.ImageFolder, when the package has it
+  image_folder  datasets.ImageFolder over a generated folder of JPEGs
+                (bench/images_vs_torch.py's generator, --images of them;
+                RandomResizedCrop(224) + flip, uint8), swept over
+                --image-workers (its best is near every core)
 
 Every run: --seconds of loading after --warmup seconds, batch --batch,
 device cuda when usable (else cpu). The JSON (--json) holds every run and
@@ -62,6 +65,17 @@ class Augment:
         return np.ascontiguousarray(img), self.labels[i]
 
 
+def image_folder(pl, tmp, a):
+    """A folder of a.images JPEGs (ImageNet-like sizes, 100 classes), read
+    once so that no run pays the disk."""
+    from images_vs_torch import image_files, make_folder, warm_page_cache  # bench/
+
+    root = os.path.join(tmp, "images")
+    make_folder(root, a.images, 100, len(os.sched_getaffinity(0)))
+    warm_page_cache(image_files(root))
+    return pl.datasets.ImageFolder(root, size=224)
+
+
 def measure(pl, ds, a, workers, prefetch):
     loader = pl.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=workers,
                            prefetch_factor=prefetch, device=a.device, output="raw")
@@ -89,9 +103,9 @@ def measure(pl, ds, a, workers, prefetch):
     return out
 
 
-def sweep(pl, name, ds, a):
+def sweep(pl, name, ds, a, workers=None):
     runs = []
-    for w in a.workers:
+    for w in workers or a.workers:
         for p in a.prefetch:
             r = measure(pl, ds, a, w, p)
             print("  %-12s workers %-3s prefetch %-3s %12.0f samples/s" % (name, w, p, r["samples_per_s"]),
@@ -117,12 +131,15 @@ def main():
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--workers", default="1,2,4,8,12")
     ap.add_argument("--prefetch", default="2,4")
+    ap.add_argument("--image-workers", default="2,4,8,12,16")
+    ap.add_argument("--images", type=int, default=4000)
     ap.add_argument("--device", default=None)
     ap.add_argument("--only", default="cifar_uint8,python_aug,image_folder")
     ap.add_argument("--json")
     a = ap.parse_args()
     a.workers = [int(x) for x in a.workers.split(",")]
     a.prefetch = [int(x) for x in a.prefetch.split(",")]
+    a.image_workers = [int(x) for x in a.image_workers.split(",")]
     pl = import_pinloader()
     a.device = a.device or ("cuda" if pl.cuda_available() else "cpu")
     print("autotune bench: device %s, %d cpus, batch %d, %g s after %g s warm-up" % (
@@ -136,10 +153,7 @@ def main():
         if "python_aug" in only:
             results.append(sweep(pl, "python_aug", Augment(paths), a))
         if "image_folder" in only:
-            if hasattr(pl.datasets, "ImageFolder"):
-                print("  image_folder: not written yet here (needs a folder of encoded images)")
-            else:
-                print("  image_folder: datasets.ImageFolder has not landed; skipped")
+            results.append(sweep(pl, "image_folder", image_folder(pl, tmp, a), a, a.image_workers))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": a.device, "results": results}, f, indent=1)

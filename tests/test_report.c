@@ -392,17 +392,34 @@ static void test_tune_decide(void) {
                             .busy = 0.95, .copy = 0.1, .cpu_cores = 3};
   CHECK(pl_tune_decide(&t, &starved, why, sizeof why) == PL_TUNE_GROW_WORKERS);
   CHECK(t.active == 3);
+  CHECK(t.prefetch == 6); /* an auto depth follows: 2 per worker */
   CHECK(strstr(why, "2 -> 3 workers: the step waited 20%") != NULL);
   starved.rate = 150; /* it helped: keep growing */
   CHECK(pl_tune_decide(&t, &starved, why, sizeof why) == PL_TUNE_GROW_WORKERS);
-  CHECK(t.active == 4);
+  CHECK(t.active == 4 && t.prefetch == 8);
   starved.rate = 151; /* no gain: back, and no retry for a while */
   CHECK(pl_tune_decide(&t, &starved, why, sizeof why) == PL_TUNE_REVERT);
-  CHECK(t.active == 3 && t.worker_cap == 3);
+  CHECK(t.active == 3 && t.worker_cap == 3 && t.prefetch == 6);
   CHECK(strstr(why, "4 workers were no faster than 3") != NULL);
   /* Capped: the depth grows instead only if workers are not busy. */
   CHECK(pl_tune_decide(&t, &starved, why, sizeof why) == PL_TUNE_NONE);
   CHECK(t.active == 3);
+  /* The cap expires: tried again. */
+  for (int i = 0; i < 40 && t.active == 3; i++)
+    (void)pl_tune_decide(&t, &starved, why, sizeof why);
+  CHECK(t.active == 4);
+
+  /* Starved (the step waits > 30%): twice the workers, to the threads. */
+  t = tuner(14, 2, 1);
+  pl_tune_window empty = starved;
+  empty.wait = 0.9;
+  int steps[] = {4, 8, 14};
+  for (int i = 0; i < 3; i++) {
+    empty.rate = 100.0 * (i + 1);
+    CHECK(pl_tune_decide(&t, &empty, why, sizeof why) == PL_TUNE_GROW_WORKERS);
+    CHECK(t.active == steps[i] && t.prefetch == 2 * steps[i]);
+  }
+  CHECK(strstr(why, "8 -> 14 workers") != NULL);
 
   /* Copy engine full or no cores left: workers would not help. */
   t = tuner(14, 2, 0);
@@ -414,19 +431,42 @@ static void test_tune_decide(void) {
   CHECK(pl_tune_decide(&t, &nocpu, why, sizeof why) == PL_TUNE_NONE);
   CHECK(t.active == 2);
 
-  /* Waiting with idle workers: a deeper prefetch. */
+  /* Waiting with idle workers: a deeper prefetch, while it pays. */
   t = tuner(14, 4, 1);
   pl_tune_window bursty = {.dt = 0.25, .rate = 100, .wait = 0.2, .busy = 0.3};
   CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_PREFETCH);
   CHECK(t.prefetch == 8);
   CHECK(strstr(why, "prefetch 4 -> 8") != NULL);
-  bursty.rate = 99; /* no gain, no loss (noise): kept, and deeper still */
+  bursty.rate = 120; /* it paid: deeper still */
   CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_PREFETCH);
   CHECK(t.prefetch == 12);
   bursty.rate = 90; /* slower: back to 8, not tried again for a while */
   CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_REVERT);
   CHECK(t.prefetch == 8 && t.prefetch_cap == 8);
   CHECK(strstr(why, "prefetch 12 was slower than 8") != NULL);
+  /* Depth capped, workers idle, the step still waits: a worker as a trial
+   * (its cores are there: cpu_cores 0 of 16). */
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_WORKERS);
+  CHECK(t.active == 5 && t.prefetch == 10);
+  CHECK(strstr(why, "a trial") != NULL);
+
+  /* A deeper prefetch that is only as fast (noise) stays; the next growth
+   * is a worker (the latency case: on the H200 CIFAR waited 41% with 2
+   * workers 44% busy, and 8 workers were 1.5x faster). */
+  t = tuner(14, 2, 1);
+  bursty.rate = 100;
+  bursty.wait = 0.4;
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_PREFETCH);
+  CHECK(t.prefetch == 6);
+  bursty.rate = 99;
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_WORKERS);
+  CHECK(t.prefetch == 8 && t.prefetch_cap == 6 && t.active == 4);
+  bursty.rate = 150; /* kept; and on */
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_GROW_WORKERS);
+  CHECK(t.active == 8 && t.prefetch == 16);
+  bursty.rate = 152; /* 8 no better than 4: back to 4 and its depth */
+  CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_REVERT);
+  CHECK(t.active == 4 && t.prefetch == 8 && t.worker_cap == 4);
   CHECK(pl_tune_decide(&t, &bursty, why, sizeof why) == PL_TUNE_NONE);
 
   /* Slack: a shrink after SLACK windows, never below one worker. */

@@ -31,14 +31,21 @@ C_DTYPES = ("uint8", "int8", "int16", "uint16", "int32", "uint32", "int64",
 
 
 class Leaf:
-    """A field leaf: numpy dtype, shape per sample, and the C dtype name."""
+    """A field leaf: numpy dtype, shape per sample, and the C dtype name.
+    `fast` is the value type the probe had (numpy array, torch tensor,
+    Python int / float / bool) and `tdtype` its torch dtype: a sample of
+    that type, dtype and shape is written without the general checks."""
 
-    __slots__ = ("index", "dtype", "shape", "name", "is_bool", "c_dtype")
+    __slots__ = ("index", "dtype", "shape", "name", "is_bool", "c_dtype", "fast", "tdtype")
 
-    def __init__(self, index, dtype, shape, name):
+    def __init__(self, index, dtype, shape, name, probe=None):
         self.index, self.dtype, self.shape, self.name = index, np.dtype(dtype), tuple(shape), name
         self.is_bool = self.dtype == np.bool_
         self.c_dtype = "uint8" if self.is_bool else self.dtype.name
+        self.fast = None if probe is None else type(probe)
+        self.tdtype = getattr(probe, "dtype", None) if self.fast is _torch_tensor_type() else None
+        if self.fast in (int, float, bool) and np.dtype(_scalar_dtype(probe)) != self.dtype:
+            self.fast = None  # a number that is not the field's own dtype
 
     def describe(self):
         return "%s %s" % ("bool" if self.is_bool else self.dtype.name, self.shape)
@@ -126,7 +133,8 @@ class Template:
                 if a.ndim == 0 or shape[0] != 1:
                     return self._obj()
                 shape = shape[1:]
-            leaf = Leaf(len(self.fields), a.dtype, shape, self._leaf_name(path))
+            leaf = Leaf(len(self.fields), a.dtype, shape, self._leaf_name(path),
+                        None if self.batched_probe else x)
             self.fields.append(leaf)
             return ("field", leaf.index)
         return self._obj()
@@ -151,14 +159,39 @@ def _describe(value):
     return type(value).__name__
 
 
+def _write_fast(leaf, value, k, views):
+    """The common case, in a few checks: a value of the probe's own type,
+    dtype and shape (a CPU tensor without grad, an array, a number). False
+    sends it through the general path, which also names what is wrong."""
+    tv = type(value)
+    if tv is not leaf.fast:
+        return False
+    if tv is np.ndarray:
+        if value.dtype != leaf.dtype or value.shape != leaf.shape:
+            return False
+        views[leaf.index][k] = value
+        return True
+    if leaf.tdtype is not None:
+        if value.dtype is not leaf.tdtype or value.shape != leaf.shape:
+            return False
+        try:  # raises for a tensor on a device, with grad, or sparse
+            views[leaf.index][k] = value.numpy()
+        except (TypeError, RuntimeError):
+            return False
+        return True
+    if tv is int or tv is float or tv is bool:
+        views[leaf.index][k] = value
+        return True
+    return False
+
+
 def write_sample(t, node, value, k, views, objs, where):
     """Writes one sample's leaves: fields into views[f][k], objects appended
     to objs[j]. `where` names the sample for errors."""
     kind = node[0]
     if kind == "field":
         leaf = t.fields[node[1]]
-        if type(value) is np.ndarray and value.dtype == leaf.dtype and value.shape == leaf.shape:
-            views[leaf.index][k] = value  # the common case, checked fast
+        if _write_fast(leaf, value, k, views):
             return
         a = _array_of(value)
         if a is None:

@@ -7,18 +7,24 @@
 #include <string.h>
 
 #define WINDOW_S 0.25      /* a decision at most this often */
-#define WINDOW_BATCHES 4   /* and after at least this many batches */
+#define WINDOW_BATCHES 4   /* and after at least this many batches, and two
+                              per active worker: a window spans two rounds
+                              of every worker, so a new worker's first
+                              (slower) batch cannot hide its gain */
 #define WAIT_GROW 0.05     /* the step waits more than this: grow */
+#define WAIT_STARVED 0.30  /* this much: double the workers, not one more */
 #define WAIT_SLACK 0.02    /* less than this: a shrink may be due */
 #define BUSY_GROW 0.70     /* workers this busy: more of them would help */
 #define BUSY_SHRINK 0.60   /* one fewer would still be at most this busy */
 #define COPY_FULL 0.85     /* the copy engine this busy: workers won't help */
-#define GAIN 1.05          /* more workers must give this much more, or revert */
+#define GAIN 1.05          /* a growth must give this much more to be kept
+                              (workers) or to go on (prefetch) */
 #define DEPTH_LOSS 0.95    /* a deeper prefetch is undone only below this:
                               it costs memory, not cores, and one window's
                               noise must not stop it (on the H200 it did:
                               the step waited 41% with workers 44% busy) */
-#define CAP_WINDOWS 40     /* a reverted growth is not retried for this long */
+#define CAP_WINDOWS 20     /* a growth that did not pay is not retried for
+                              this long (about 5 s) */
 #define SLACK_WINDOWS 4
 #define START_WORKERS 2    /* the CLI's default: where tuning starts */
 
@@ -57,11 +63,16 @@ void pl_tune_setup(pl_core *c) {
 
 /* ------------------------------------------------------------ decide */
 
+/* n active workers; an auto prefetch is at least the default depth for
+ * them (2 each), or the new workers would find nothing to claim. */
 static pl_tune_action set_workers(pl_tune *t, int n, pl_tune_action a) {
   t->before = t->active;
+  t->before_prefetch = t->prefetch;
   t->active = n;
-  if (t->prefetch_follows)
-    t->prefetch = PL_MIN(PL_MAX(2 * n, 2), t->prefetch_max);
+  if (t->prefetch_follows || t->auto_prefetch)
+    t->prefetch = PL_MIN(PL_MAX(t->prefetch_follows ? 0 : t->prefetch,
+                                PL_MAX(2 * n, 2)),
+                         t->prefetch_max);
   return a;
 }
 
@@ -73,8 +84,8 @@ static pl_tune_action revert(pl_tune *t, const pl_tune_window *w, char *why,
              "back to %d",
              t->active, t->before, w->rate, t->last_rate, t->before);
     t->worker_cap = t->before;
-    int was = t->before;
-    set_workers(t, was, PL_TUNE_REVERT);
+    t->active = t->before;
+    t->prefetch = t->before_prefetch;
   } else {
     snprintf(why, len,
              "prefetch %d was slower than %d (%.4g vs %.4g batches/s): "
@@ -87,26 +98,43 @@ static pl_tune_action revert(pl_tune *t, const pl_tune_window *w, char *why,
   return PL_TUNE_REVERT;
 }
 
-static int can_add_worker(const pl_tune *t, const pl_tune_window *w) {
+/* Room for another worker: threads parked, cores free, the copy engine not
+ * the limit. Whether one would help is the caller's question. */
+static int worker_room(const pl_tune *t, const pl_tune_window *w) {
   return t->auto_workers && t->active < t->worker_cap &&
-         t->active < t->threads && w->busy >= BUSY_GROW &&
-         w->copy < COPY_FULL && w->cpu_cores < t->cpus - 0.5;
+         t->active < t->threads && w->copy < COPY_FULL &&
+         w->cpu_cores < t->cpus - 0.5;
 }
 
+static int can_deepen(const pl_tune *t) {
+  return t->auto_prefetch && t->prefetch < t->prefetch_cap;
+}
+
+static pl_tune_action add_workers(pl_tune *t, const pl_tune_window *w,
+                                  const char *because, char *why,
+                                  size_t len) {
+  int add = w->wait > WAIT_STARVED ? t->active : 1;
+  int n = PL_MIN(t->active + add, PL_MIN(t->worker_cap, t->threads));
+  snprintf(why, len,
+           "%d -> %d workers: the step waited %.0f%% of the last %.2g s "
+           "and the workers were busy %.0f%% (%s; process at %.1f of %d "
+           "cores)",
+           t->active, n, 100 * w->wait, w->dt, 100 * w->busy, because,
+           w->cpu_cores, t->cpus);
+  return set_workers(t, n, PL_TUNE_GROW_WORKERS);
+}
+
+/* The step waits. Busy workers: more of them. Idle workers: a deeper
+ * prefetch, to ride out slow batches. Idle workers and a deeper prefetch
+ * that no longer helps: the wait is latency (each batch takes long to go
+ * through), which more workers in parallel can hide: one more as a trial,
+ * kept only if it pays. */
 static pl_tune_action grow(pl_tune *t, const pl_tune_window *w, char *why,
                            size_t len) {
-  if (can_add_worker(t, w)) {
-    int add = w->wait > 0.3 ? PL_MAX(1, t->active / 2) : 1;
-    int n = PL_MIN(t->active + add, PL_MIN(t->worker_cap, t->threads));
-    snprintf(why, len,
-             "%d -> %d workers: the step waited %.0f%% of the last %.2g s "
-             "and the workers were busy %.0f%% (process at %.1f of %d cores)",
-             t->active, n, 100 * w->wait, w->dt, 100 * w->busy, w->cpu_cores,
-             t->cpus);
-    return set_workers(t, n, PL_TUNE_GROW_WORKERS);
-  }
-  if (t->auto_prefetch && t->prefetch < t->prefetch_cap &&
-      w->busy < BUSY_GROW) {
+  int room = worker_room(t, w);
+  if (room && w->busy >= BUSY_GROW)
+    return add_workers(t, w, "busy", why, len);
+  if (can_deepen(t) && w->busy < BUSY_GROW) {
     int n = PL_MIN(t->prefetch + PL_MAX(2, t->active), t->prefetch_cap);
     snprintf(why, len,
              "prefetch %d -> %d: the step waited %.0f%% of the last %.2g s "
@@ -116,6 +144,9 @@ static pl_tune_action grow(pl_tune *t, const pl_tune_window *w, char *why,
     t->prefetch = n;
     return PL_TUNE_GROW_PREFETCH;
   }
+  if (room)
+    return add_workers(t, w, "a trial: a deeper prefetch did not help", why,
+                       len);
   return PL_TUNE_NONE;
 }
 
@@ -137,6 +168,16 @@ static pl_tune_action shrink(pl_tune *t, const pl_tune_window *w, char *why,
   return set_workers(t, n - 1, PL_TUNE_SHRINK_WORKERS);
 }
 
+/* A deeper prefetch that gained less than GAIN stays (memory only) but is
+ * not deepened further for a while: the next growth tries workers. */
+static void judge_depth(pl_tune *t, const pl_tune_window *w,
+                        double last_rate) {
+  if (w->rate < last_rate * GAIN) {
+    t->prefetch_cap = t->prefetch;
+    t->cap_ttl = CAP_WINDOWS;
+  }
+}
+
 pl_tune_action pl_tune_decide(pl_tune *t, const pl_tune_window *w, char *why,
                               size_t why_len) {
   why[0] = 0;
@@ -149,15 +190,22 @@ pl_tune_action pl_tune_decide(pl_tune *t, const pl_tune_window *w, char *why,
   double last_rate = t->last_rate;
   pl_tune_action a = PL_TUNE_NONE;
   if ((last == PL_TUNE_GROW_WORKERS && w->rate < last_rate * GAIN) ||
-      (last == PL_TUNE_GROW_PREFETCH && w->rate < last_rate * DEPTH_LOSS))
+      (last == PL_TUNE_GROW_PREFETCH && w->rate < last_rate * DEPTH_LOSS)) {
     a = revert(t, w, why, why_len);
-  else if (w->wait > WAIT_GROW)
-    a = grow(t, w, why, why_len);
-  else
-    a = shrink(t, w, why, why_len);
+  } else {
+    if (last == PL_TUNE_GROW_PREFETCH)
+      judge_depth(t, w, last_rate);
+    a = w->wait > WAIT_GROW ? grow(t, w, why, why_len)
+                            : shrink(t, w, why, why_len);
+  }
   t->last_action = a;
   t->last_rate = w->rate;
   return a;
+}
+
+/* A window's length in batches: WINDOW_BATCHES, and two per active worker. */
+static uint64_t window_batches(const pl_tune *t) {
+  return (uint64_t)PL_MAX(WINDOW_BATCHES, 2 * t->active);
 }
 
 /* ------------------------------------------------------------ tick */
@@ -207,7 +255,7 @@ int pl_tune_tick(pl_core *c) {
   if (replaying)
     return 0;
   if (t->t_last == 0 || now - t->t_last < WINDOW_S ||
-      batches - t->batches_last < WINDOW_BATCHES) {
+      batches - t->batches_last < window_batches(t)) {
     if (t->t_last == 0) { /* the first window starts at the first batch */
       t->t_last = now;
       take_snap(c, &t->last);

@@ -9,15 +9,25 @@
  * process's CPU use) and pl_tune_decide makes at most one change:
  *
  *   grow workers   the step waits, the workers are busy, the copy engine is
- *                  not, the budget and the machine have cores to spare;
+ *                  not, the budget and the machine have cores to spare:
+ *                  twice as many when the step waits > 30%, else one more
+ *                  (an auto prefetch deepens to 2 per worker with them);
  *   grow prefetch  the step waits but the workers are not busy;
+ *   try a worker   the step waits, the workers are not busy and a deeper
+ *                  prefetch stopped paying (less than GAIN): the wait is
+ *                  each batch's latency, which more workers in parallel
+ *                  can hide;
  *   revert         the last growth of workers gave less than GAIN more
- *                  batches/s, or the last deeper prefetch made it slower
- *                  (a depth that does not help costs only memory): it is
- *                  undone and not tried again for a while;
+ *                  batches/s, or the last deeper prefetch made it slower:
+ *                  undone, and not retried for a while (a deeper prefetch
+ *                  that is merely no faster stays, since it costs memory,
+ *                  not cores, but is not deepened further for a while);
  *   shrink         for several windows the step never waited and one
  *                  worker fewer would still be lightly loaded: a core back
  *                  to the trainer.
+ *
+ * A window is at least WINDOW_S and two batches per active worker, so that
+ * each judgment sees every worker deliver twice.
  *
  * Each change goes to the log (INFO) with the numbers behind it. */
 #ifndef PL_LOADER_TUNE_H
@@ -50,6 +60,7 @@ typedef struct pl_tune {
   double wait_last;
   pl_tune_action last_action;
   int before;           /* workers or depth before the last growth */
+  int before_prefetch;  /* depth before the last growth of workers */
   double last_rate;
   int worker_cap, prefetch_cap; /* no growth past these until cap_ttl ends */
   int cap_ttl;
