@@ -7,7 +7,7 @@
 #      the medians' ratio (goal: the cost is under 1%).
 #   3. `pinloader run --report` on CIFAR with the step bound (--step-ms 20)
 #      and the copy bound (no step), text and JSON, and a replay run.
-#   4. bench/autotune.py: auto against a sweep of fixed settings over CIFAR
+#   4. bench/autotune.py ($PL_AUTOTUNE_ARGS passed on): auto against a sweep of fixed settings over CIFAR
 #      uint8, a Python augmentation dataset and an image folder (goal: auto
 #      >= 0.90 of the best fixed).
 # Into $OUT: report-timing-cost.txt, report-cases.txt, autotune.json,
@@ -74,7 +74,7 @@ echo "== report cases" | tee "$out/report-cases.txt"
 echo "== bench/autotune.py"
 pytarget=$(mktemp -d)
 if "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$pytarget" . >"$logs/60-pip.log" 2>&1; then
-  PYTHONPATH="$pytarget" timeout 420 "$PY" bench/autotune.py --json "$out/autotune.json" \
+  PYTHONPATH="$pytarget" timeout 420 "$PY" bench/autotune.py --json "$out/autotune.json" ${PL_AUTOTUNE_ARGS:-} \
     2>&1 | tee "$out/autotune.txt" || rc=1
 else
   echo "python build failed:"; tail -n 30 "$logs/60-pip.log"; rc=1
