@@ -132,7 +132,7 @@ def main():
     ap.add_argument("--workers", default="1,2,4,8,12")
     ap.add_argument("--prefetch", default="2,4")
     ap.add_argument("--image-workers", default="2,4,8,12,16")
-    ap.add_argument("--images", type=int, default=4000)
+    ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--device", default=None)
     ap.add_argument("--only", default="cifar_uint8,python_aug,image_folder")
     ap.add_argument("--json")

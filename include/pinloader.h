@@ -567,7 +567,7 @@ typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
      "measure their cost; auto workers or prefetch keep them on")             \
   XX(cpu_budget, REAL, 0, 0, 65536,                                           \
      "cores auto workers may use; 0: the cores this process may run on "      \
-     "(affinity, cgroup cpu.max) less max(1, cores/8); never more than them") \
+     "(affinity, cgroup cpu.max); never more than them")                      \
   XX(replay_batches, U32, 0, 0, 65536,                                        \
      "headroom: after replay_after batches keep this many and hand them out " \
      "again instead of loading (the data repeats: a measurement mode); 0 off") \

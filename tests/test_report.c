@@ -478,9 +478,9 @@ static void test_tune_decide(void) {
                PL_TUNE_SHRINK_WORKERS;
   CHECK(shrinks == 3 && t.active == 1);
 
-  /* Budgets: never above the cores; the default leaves some. */
-  CHECK(pl_tune_budget(0, 16) == 14);
-  CHECK(pl_tune_budget(0, 2) == 1);
+  /* Budgets: never above the cores; the default is all of them. */
+  CHECK(pl_tune_budget(0, 16) == 16);
+  CHECK(pl_tune_budget(0, 2) == 2);
   CHECK(pl_tune_budget(1000, 8) == 8);
   CHECK(pl_tune_budget(3, 8) == 3);
   CHECK(pl_cpus_from_quota("max 100000\n") == 0);

@@ -56,6 +56,9 @@ m_on, m_off = st.median(on), st.median(off)
 print("timings on  samples/s:", on, "median", m_on)
 print("timings off samples/s:", off, "median", m_off)
 print("cost: %.2f%% of throughput (goal < 1%%)" % (100 * (1 - m_on / m_off)))
+# Each on run beside the off run after it: drift of the machine cancels.
+pairs = sorted(a / b for a, b in zip(on, off))
+print("paired on/off ratios:", ["%.3f" % r for r in pairs], "median %.4f" % st.median(pairs))
 PYEOF
 
 echo "== report cases" | tee "$out/report-cases.txt"

@@ -79,7 +79,7 @@ static void drop_stale(pl_core *c) {
         slot_is_stale(c, b))
       b->state = SLOT_FREE;
   }
-  pthread_cond_broadcast(&c->work_cv);
+  pl_wake_all_workers(c);
 }
 
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
@@ -182,7 +182,8 @@ static void *worker_main(void *arg) {
     double t = pl_stage_now(&c->tm);
     while (!c->stop && !(pl_worker_active(c, id) && claimable(c) &&
                          (b = find_free(c))))
-      pthread_cond_wait(&c->work_cv, &c->mu);
+      pthread_cond_wait(pl_worker_active(c, id) ? &c->work_cv : &c->park_cv,
+                        &c->mu);
     if (c->stop)
       break;
     claim(c, b);
@@ -254,7 +255,7 @@ static pl_status grow(pl_core *c, pl_error *err) {
   c->growing--;
   if (s == PL_OK) {
     c->slots[c->nslots++] = b;
-    pthread_cond_broadcast(&c->work_cv);
+    pl_wake_all_workers(c);
   }
   return s;
 }
@@ -267,6 +268,7 @@ void pl_core_free(pl_core *c) {
   pl_dataset_destroy(c->ds);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->work_cv);
+  pthread_cond_destroy(&c->park_cv);
   pthread_cond_destroy(&c->ready_cv);
   free(c->slots);
   free(c->workers);
@@ -431,6 +433,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->work_cv, NULL);
+  pthread_cond_init(&c->park_cv, NULL);
   pthread_cond_init(&c->ready_cv, NULL);
   c->refs = 1;
   c->pid = getpid();
@@ -510,7 +513,7 @@ static void stop_workers(pl_loader *ld) {
   double deadline = timeout > 0 ? pl_now() + timeout : INFINITY;
   pthread_mutex_lock(&c->mu);
   c->stop = 1;
-  pthread_cond_broadcast(&c->work_cv);
+  pl_wake_all_workers(c);
   while (workers_exited(c, n) < n && pl_now() < deadline)
     if (deadline == INFINITY)
       pthread_cond_wait(&c->ready_cv, &c->mu);
@@ -842,7 +845,7 @@ pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
   c->first.start = 0;
   c->first.num_batches = nbatches;
   c->first.per_rank = nbatches ? starts[nbatches] : 0;
-  pthread_cond_broadcast(&c->work_cv);
+  pl_wake_all_workers(c);
   pthread_mutex_unlock(&c->mu);
   return PL_OK;
 }

@@ -28,9 +28,14 @@
 #define SLACK_WINDOWS 4
 #define START_WORKERS 2    /* the CLI's default: where tuning starts */
 
+/* The default is every core: a step that waits for data leaves its own
+ * core idle, and growth stops anyway where the process uses them all
+ * (worker_room). On the H200 an image folder ran 1.5x faster with 16
+ * workers than with 12 (bench/results/h200-26a0142-2026-12-01), so
+ * holding back cores/8 cost more than it saved. */
 double pl_tune_budget(double requested, int cpus) {
   double cores = cpus > 0 ? cpus : 1;
-  double b = requested > 0 ? requested : cores - PL_MAX(1.0, floor(cores / 8));
+  double b = requested > 0 ? requested : cores;
   return PL_MAX(1.0, PL_MIN(b, cores));
 }
 
@@ -277,7 +282,7 @@ int pl_tune_tick(pl_core *c) {
   pl_tune_action a = pl_tune_decide(t, &w, why, sizeof why);
   if (a != PL_TUNE_NONE) {
     c->prefetch = t->prefetch;
-    pthread_cond_broadcast(&c->work_cv); /* unpark, or let more claim */
+    pl_wake_all_workers(c); /* unpark, park, or let more claim */
   }
   pthread_mutex_unlock(&c->mu);
   if (a == PL_TUNE_NONE)
