@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # GPU part 60 (issue 15): the bottleneck report and autotuning.
 #   1. tests/gpu/test_gpu_report (the copy-bound case) and test_report.
-#   2. What per-stage timing costs: `pinloader run` over native CIFAR uint8
-#      (batch 1024, 8 workers, shuffled, to the GPU), timings on and
-#      --no-timings alternated 9 times each, 60 epochs (about 0.7 s) a run;
-#      the medians' ratio (goal: the cost is under 1%).
+#   2. What per-stage timing costs: bench/timing_cost.py, two loaders over
+#      native CIFAR uint8 (batch 1024, 8 workers, shuffled, to the GPU), one
+#      with timings and one without, taking turns of 2,000 batches in one
+#      process, 60 rounds: the median on/off ratio with a 95% interval
+#      (goal: the cost is under 1%). Separate runs differ by 5-10% on the
+#      VM, which hid the effect (bench/results/h200-f72e409-2026-12-01).
 #   3. `pinloader run --report` on CIFAR with the step bound (--step-ms 20)
 #      and the copy bound (no step), text and JSON, and a replay run.
-#   4. bench/autotune.py ($PL_AUTOTUNE_ARGS passed on): auto against a sweep of fixed settings over CIFAR
-#      uint8, a Python augmentation dataset and an image folder (goal: auto
-#      >= 0.90 of the best fixed).
-# Into $OUT: report-timing-cost.txt, report-cases.txt, autotune.json,
-# autotune.txt. Budget: about 8 minutes on the H200.
+#   4. bench/autotune.py ($PL_AUTOTUNE_ARGS passed on): auto against a
+#      sweep of fixed settings over CIFAR uint8, a Python augmentation
+#      dataset and an image folder (goal: auto >= 0.90 of the best fixed).
+# Into $OUT: report-timing-cost.txt, timing-cost.json, report-cases.txt,
+# autotune.json, autotune.txt. Budget: about 8 minutes on the H200.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
@@ -43,24 +45,6 @@ PYEOF
 spec="cifar10:$(ls "$data"/data_batch_*.bin | paste -sd,)"
 common=(--dataset "$spec" --batch-size 1024 --workers 8 --shuffle --quiet)
 
-echo "== timing cost: 9 x (on, off), 60 epochs each" | tee "$out/report-timing-cost.txt"
-on=(); off=()
-for i in 1 2 3 4 5 6 7 8 9; do
-  on+=("$(timeout 60 "$cli" run "${common[@]}" --epochs 60 | sed -n 's/^samples\/s: \([0-9]*\).*/\1/p')")
-  off+=("$(timeout 60 "$cli" run "${common[@]}" --epochs 60 --no-timings | sed -n 's/^samples\/s: \([0-9]*\).*/\1/p')")
-done
-"$PY" - "${on[*]}" "${off[*]}" <<'PYEOF' | tee -a "$out/report-timing-cost.txt"
-import sys, statistics as st
-on = [float(x) for x in sys.argv[1].split()]; off = [float(x) for x in sys.argv[2].split()]
-m_on, m_off = st.median(on), st.median(off)
-print("timings on  samples/s:", on, "median", m_on)
-print("timings off samples/s:", off, "median", m_off)
-print("cost: %.2f%% of throughput (goal < 1%%)" % (100 * (1 - m_on / m_off)))
-# Each on run beside the off run after it: drift of the machine cancels.
-pairs = sorted(a / b for a, b in zip(on, off))
-print("paired on/off ratios:", ["%.3f" % r for r in pairs], "median %.4f" % st.median(pairs))
-PYEOF
-
 echo "== report cases" | tee "$out/report-cases.txt"
 {
   echo "-- step-bound (--step-ms 20)"
@@ -74,9 +58,13 @@ echo "== report cases" | tee "$out/report-cases.txt"
   timeout 60 "$cli" run "${common[@]}" --max-batches 600 --step-ms 1 --replay 8 --replay-after 200 --report
 } 2>&1 | tee -a "$out/report-cases.txt"
 
-echo "== bench/autotune.py"
+echo "== Python module"
 pytarget=$(mktemp -d)
 if "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$pytarget" . >"$logs/60-pip.log" 2>&1; then
+  echo "== bench/timing_cost.py"
+  PYTHONPATH="$pytarget" timeout 120 "$PY" bench/timing_cost.py --rounds 60 --turn-batches 2000 \
+    --json "$out/timing-cost.json" 2>&1 | tee "$out/report-timing-cost.txt" || rc=1
+  echo "== bench/autotune.py"
   PYTHONPATH="$pytarget" timeout 420 "$PY" bench/autotune.py --json "$out/autotune.json" ${PL_AUTOTUNE_ARGS:-} \
     2>&1 | tee "$out/autotune.txt" || rc=1
 else
