@@ -243,3 +243,48 @@ def test_dataset_read_reraises_getitem_exception():
     with pytest.raises(ValueError, match="boom at 2") as e:
         view[2]
     assert "dataset[2]" in "\n".join(getattr(e.value, "__notes__", []))
+
+
+class Tensors:
+    """Sample i: (float32 [2, 3] tensor of i, int label i), with the odd
+    ones the short path must hand to the general one: a transposed
+    (non-contiguous) tensor at 3, a numpy int64 label at 4, a float64
+    tensor at bad_dtype_at, one that requires grad at grad_at."""
+
+    def __init__(self, bad_dtype_at=None, grad_at=None):
+        self.bad_dtype_at, self.grad_at = bad_dtype_at, grad_at
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        import torch
+
+        x = torch.full((2, 3), float(i))
+        if i == 3:
+            x = torch.full((3, 2), float(i)).t()
+        if i == self.bad_dtype_at:
+            x = x.double()
+        if i == self.grad_at:
+            x = x.clone().requires_grad_(True)
+        return x, (np.int64(i) if i == 4 else i)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_tensor_samples_short_path_and_its_fallbacks(workers):
+    pytest.importorskip("torch")
+    loader = pinloader.DataLoader(Tensors(), batch_size=4, num_workers=workers, output="numpy")
+    xs, ys = zip(*[(np.array(x), np.array(y)) for x, y in loader])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    assert x.dtype == np.float32 and y.dtype == np.int64
+    np.testing.assert_array_equal(x, np.broadcast_to(np.arange(8, dtype=np.float32)[:, None, None], (8, 2, 3)))
+    np.testing.assert_array_equal(y, np.arange(8))
+    loader.close()
+    for bad, what in ((Tensors(bad_dtype_at=5), "float64 (2, 3)"), (Tensors(grad_at=6), "Tensor")):
+        loader = pinloader.DataLoader(bad, batch_size=4, num_workers=workers, output="numpy")
+        with pytest.raises(ValueError) as e:
+            list(loader)
+        text = str(e.value) + "\n".join(getattr(e.value, "__notes__", []))
+        sample = 5 if bad.bad_dtype_at else 6
+        assert "dataset[%d]" % sample in text and what in text and "float32 (2, 3)" in text, text
+        loader.close()
