@@ -241,6 +241,19 @@ PL_API pl_status pl_dataset_from_batch_callback(
     pl_read_batch_fn read_batch, pl_get_item_fn get_item, int flags,
     void *user, void (*free_user)(void *), pl_dataset **out, pl_error *err);
 
+/* CPU seconds that other processes have used for a dataset so far (its
+ * worker processes, as python/pinloader's are), called with the dataset's
+ * user pointer from any thread: thread-safe, never blocking, never
+ * decreasing. The loader adds them to its own process's CPU time where it
+ * judges cores: the timings (worker_process_cpu_s), the report's CPU line
+ * and the autotuner, which adds no worker once the cores are in use. Only
+ * for a dataset of pl_dataset_from_batch_callback (else
+ * PL_INVALID_ARGUMENT); NULL removes the clock. */
+typedef double (*pl_worker_cpu_fn)(void *user);
+PL_API pl_status pl_dataset_set_worker_cpu(pl_dataset *ds,
+                                           pl_worker_cpu_fn cpu_s,
+                                           pl_error *err);
+
 /* MNIST / Fashion-MNIST IDX files (plain or .gz). Fields: `image` with the
  * images file's dtype and dims[1:], then `label` with the labels file's. */
 PL_API pl_status pl_dataset_open_idx(const char *images_path,
@@ -856,6 +869,8 @@ typedef struct pl_loader_timings {
   double replay_s;        /* wall time of the replay, first to last */
   double replay_wait_s;   /* consumer waits during the replay */
   double process_cpu_s;   /* CPU time of the whole process in wall_s */
+  double worker_process_cpu_s; /* and of the dataset's worker processes
+                                  (pl_dataset_set_worker_cpu; 0: none) */
 } pl_loader_timings;
 
 PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,

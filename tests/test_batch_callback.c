@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ typedef struct cb_state {
   atomic_int interrupt_next;
   int fail_index; /* -1: none */
   uint32_t batch_size;
+  atomic_int cpu_reads; /* calls of fake_worker_cpu */
 } cb_state;
 
 static int write_batch(void *user, const uint64_t *idx, uint32_t n,
@@ -121,6 +123,69 @@ static void test_whole_batches(int flags, int workers) {
     CHECK(atomic_load(&st.shared_writes) == atomic_load(&st.calls));
   else
     CHECK(atomic_load(&st.shared_writes) == 0);
+}
+
+/* A worker-process CPU clock: 0.25 s more at every reading. */
+static double fake_worker_cpu(void *user) {
+  cb_state *st = user;
+  return 0.25 * (atomic_fetch_add(&st->cpu_reads, 1) + 1);
+}
+
+static int no_item(void *user, uint64_t index, void *const *dst,
+                   char *msg, size_t cap) {
+  (void)user, (void)index, (void)dst, (void)msg, (void)cap;
+  return 1;
+}
+
+/* The worker processes' CPU reaches the timings and the report's CPU line;
+ * only a batch-callback dataset takes the clock. */
+static void test_worker_cpu_clock(void) {
+  cb_state st = {.fail_index = -1};
+  pl_dataset *ds = make_ds(&st, 64, PL_BATCH_SHARED_MEMORY);
+  pl_error err;
+  CHECK_OK(pl_dataset_set_worker_cpu(ds, fake_worker_cpu, &err), &err);
+  pl_loader *ld = make_loader(ds, 8, 2);
+  pl_batch *b;
+  for (int k = 0; k < 8; k++) {
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+    pl_batch_release(b, NULL);
+  }
+  pl_loader_timings t;
+  pl_loader_timings_get(ld, &t, sizeof t);
+  /* Read at the first batch and now: at least one 0.25 s step between. */
+  CHECK(t.worker_process_cpu_s >= 0.25);
+  CHECK(atomic_load(&st.cpu_reads) >= 2);
+  char buf[8192];
+  size_t len = sizeof buf;
+  CHECK_OK(pl_loader_report(ld, buf, &len, 0, &err), &err);
+  CHECK(strstr(buf, "the process and its worker processes used") != NULL);
+  CHECK(strstr(buf, "of it in worker processes") != NULL);
+  len = sizeof buf;
+  CHECK_OK(pl_loader_report(ld, buf, &len, PL_REPORT_JSON, &err), &err);
+  CHECK(strstr(buf, "\"worker_process_cpu_s\": ") != NULL);
+  pl_loader_destroy(ld);
+  /* Without the clock: 0, and the line speaks of the process alone. */
+  CHECK_OK(pl_dataset_set_worker_cpu(ds, NULL, &err), &err);
+  ld = make_loader(ds, 8, 2);
+  for (int k = 0; k < 8; k++) {
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+    pl_batch_release(b, NULL);
+  }
+  pl_loader_timings_get(ld, &t, sizeof t);
+  CHECK(t.worker_process_cpu_s == 0);
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+
+  pl_dataset *other = NULL;
+  CHECK_OK(pl_dataset_from_callback(fields, 2, 4, no_item, NULL, NULL, &other,
+                                    &err),
+           &err);
+  CHECK_STATUS(pl_dataset_set_worker_cpu(other, fake_worker_cpu, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "a callback dataset has no worker processes");
+  pl_dataset_destroy(other);
+  CHECK_STATUS(pl_dataset_set_worker_cpu(NULL, fake_worker_cpu, &err),
+               PL_INVALID_ARGUMENT, &err);
 }
 
 static void test_failure_names_the_cause(void) {
@@ -237,6 +302,7 @@ int main(void) {
   test_whole_batches(PL_BATCH_SHARED_MEMORY, 0);
   test_whole_batches(PL_BATCH_SHARED_MEMORY, 2);
   test_failure_names_the_cause();
+  test_worker_cpu_clock();
   test_interrupted_read_is_retried();
   test_explicit_order(0);
   test_explicit_order(2);

@@ -98,6 +98,7 @@ typedef struct channel {
   long pid;
   int busy; /* [mu] a loader thread talks to it */
   int dead; /* [mu] exited, killed, or its stream broke */
+  double cpu_s; /* [mu] its CPU seconds as last read (kept once it ends) */
 } channel;
 
 typedef struct blob {
@@ -940,6 +941,55 @@ static PyTypeObject ProcSetType = {
     .tp_new = procset_new,
 };
 
+/* ------------------------------------------------------------ CPU clock */
+
+/* User + system CPU seconds of a process, from /proc/PID/stat; -1 when it
+ * cannot be read (gone, or no /proc). */
+static double pid_cpu_s(long pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return -1;
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  unsigned long long ut, st;
+  /* After the name: state ppid pgrp session tty tpgid flags minflt cminflt
+   * majflt cmajflt utime stime. */
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                   &ut, &st) != 2)
+    return -1;
+  long tck = sysconf(_SC_CLK_TCK);
+  return (double)(ut + st) / (double)(tck > 0 ? tck : 100);
+}
+
+/* pl_worker_cpu_fn: the worker processes' CPU so far. A worker that ended
+ * keeps its last reading (its pid may be another process's by now). */
+static double ps_worker_cpu(void *user) {
+  ProcSetObject *owner = user;
+  procset *ps = owner->ps;
+  if (!ps || owner->filler)
+    return 0;
+  double total = 0;
+  for (int i = 0; i < ps->n; i++) {
+    channel *ch = &ps->ch[i];
+    pthread_mutex_lock(&ps->mu);
+    int live = !ch->dead && !ps->closing;
+    pthread_mutex_unlock(&ps->mu);
+    double v = live ? pid_cpu_s(ch->pid) : -1; /* unlocked: a file read */
+    pthread_mutex_lock(&ps->mu);
+    if (v > ch->cpu_s && !ch->dead)
+      ch->cpu_s = v;
+    total += ch->cpu_s;
+    pthread_mutex_unlock(&ps->mu);
+  }
+  return total;
+}
+
 /* ------------------------------------------------------------ dataset */
 
 static void owner_free(void *user) {
@@ -1031,6 +1081,10 @@ static PyObject *mod_from_workers(PyObject *m, PyObject *args) {
   PyMem_Free(fields);
   if (s != PL_OK) {
     Py_DECREF(owner);
+    return raise_pl(&err);
+  }
+  if (shared && pl_dataset_set_worker_cpu(ds, ps_worker_cpu, &err) != PL_OK) {
+    pl_dataset_destroy(ds);
     return raise_pl(&err);
   }
   return dataset_wrap(ds, NULL);

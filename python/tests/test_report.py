@@ -62,3 +62,37 @@ def test_auto_workers_keep_order():
     t = loader.report(json=True)["timings"]
     assert 1 <= t["workers"] <= t["worker_threads"] <= t["cpus"]
     loader.close()
+
+
+class Spin:
+    """Sample i: uint8 [4] filled with i, after `work` s of CPU (a busy
+    loop: the worker processes' CPU clock must see it)."""
+
+    def __init__(self, n=64, work=0.004):
+        self.n, self.work = n, work
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        t = time.process_time()
+        while time.process_time() - t < self.work:
+            pass
+        return np.full(4, i % 256, dtype=np.uint8)
+
+
+def test_report_counts_worker_process_cpu():
+    loader = pinloader.DataLoader(Spin(), batch_size=4, num_workers=2, output="numpy")
+    _run(loader, 12)
+    t = loader.report(json=True)["timings"]
+    # 11 batches after the first, 4 samples of 4 ms of CPU each: about
+    # 0.18 s in the workers, against almost none in this process.
+    assert t["worker_process_cpu_s"] >= 0.09, t
+    assert "the process and its worker processes used" in loader.report()
+    loader.close()
+    threads = pinloader.DataLoader(Spin(), batch_size=4, num_workers=2, output="numpy",
+                                   worker_mode="thread")
+    _run(threads, 4)
+    assert threads.report(json=True)["timings"]["worker_process_cpu_s"] == 0
+    assert "worker processes used" not in threads.report()
+    threads.close()

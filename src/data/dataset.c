@@ -81,6 +81,10 @@ pl_status pl_dataset_new(const pl_dataset_vt *vt, void *impl, uint64_t length,
   return PL_OK;
 }
 
+double pl_dataset_worker_cpu_s(const pl_dataset *ds) {
+  return ds && ds->vt->worker_cpu_s ? ds->vt->worker_cpu_s(ds) : 0;
+}
+
 pl_dataset *pl_dataset_retain(pl_dataset *ds) {
   if (ds)
     atomic_fetch_add_explicit(&ds->refs, 1, memory_order_relaxed);

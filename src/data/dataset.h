@@ -76,6 +76,9 @@ typedef struct pl_dataset_vt {
   int (*shared_memory)(const pl_dataset *ds);
   /* May be NULL: samples replaced so far (on_error=skip sources). */
   uint64_t (*replaced)(const pl_dataset *ds);
+  /* May be NULL: CPU seconds the dataset's worker processes have used so
+   * far (pl_dataset_set_worker_cpu); any thread, never blocks. */
+  double (*worker_cpu_s)(const pl_dataset *ds);
   /* Frees impl (not the pl_dataset itself). */
   void (*destroy_impl)(void *impl);
 } pl_dataset_vt;
@@ -99,6 +102,10 @@ pl_status pl_dataset_new(const pl_dataset_vt *vt, void *impl, uint64_t length,
                          pl_dataset **out, pl_error *err);
 
 pl_dataset *pl_dataset_retain(pl_dataset *ds);
+
+/* CPU seconds of the dataset's worker processes so far; 0 when it has
+ * none (every source but a batch callback's, and one without the hook). */
+double pl_dataset_worker_cpu_s(const pl_dataset *ds);
 /* pl_dataset_destroy is the release. */
 
 /* Reads sample `index`, and on failure prefixes "sample N: ". */

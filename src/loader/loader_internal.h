@@ -213,6 +213,9 @@ void pl_timing_init(pl_core *c);
 void pl_timing_returned(pl_core *c, double t0, double now, pl_batch *b);
 /* A batch given back: its hold time. [mu] */
 void pl_timing_released(pl_core *c, pl_batch *b);
+/* The stage sums and clocks now (the report's and the tuner's windows);
+ * any thread, lock not needed. */
+void pl_timing_snap(pl_core *c, pl_stage_snap *s);
 
 /* The replay (replay.c). setup: at create (sizes the cache). on_deliver: a
  * loaded batch was handed out; it may be kept, and the replay begin. next:

@@ -227,12 +227,18 @@ static void cpu_line(const pl_report_in *in, const measures *m,
   const pl_loader_timings *t = &in->t;
   if (!(t->process_cpu_s > 0) || !(m->W > 0))
     return;
+  double procs = t->worker_process_cpu_s > 0 ? t->worker_process_cpu_s : 0;
+  char of_procs[96] = "";
+  if (procs > 0)
+    snprintf(of_procs, sizeof of_procs, ", %.3g s of it in worker processes",
+             procs);
   add(a, "cpu",
-      "the process used %.1f of %d cores (%.3g s of CPU in %.3g s; %d "
+      "the process%s used %.1f of %d cores (%.3g s of CPU in %.3g s%s; %d "
       "worker%s active of %d%s)",
-      t->process_cpu_s / m->W, t->cpus, t->process_cpu_s, m->W, t->workers,
-      t->workers == 1 ? "" : "s", t->worker_threads,
-      in->auto_workers ? ", tuned" : "");
+      procs > 0 ? " and its worker processes" : "",
+      (t->process_cpu_s + procs) / m->W, t->cpus, t->process_cpu_s + procs,
+      m->W, of_procs, t->workers, t->workers == 1 ? "" : "s",
+      t->worker_threads, in->auto_workers ? ", tuned" : "");
 }
 
 void pl_report_analyze(const pl_report_in *in, pl_analysis *a) {
@@ -354,6 +360,7 @@ static void format_json(const pl_report_in *in, const pl_analysis *a,
       {"replay_s", t->replay_s},
       {"replay_wait_s", t->replay_wait_s},
       {"process_cpu_s", t->process_cpu_s},
+      {"worker_process_cpu_s", t->worker_process_cpu_s},
   };
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     put(o, "%s", i ? ", " : "");

@@ -14,7 +14,7 @@ void pl_timing_init(pl_core *c) {
       c->be->vt->link_rate ? c->be->vt->link_rate(c->be) : 0;
 }
 
-static void snap(pl_core *c, pl_stage_snap *s) {
+void pl_timing_snap(pl_core *c, pl_stage_snap *s) {
   for (int i = 0; i < PL_ST_COUNT_; i++)
     s->ns[i] = atomic_load_explicit(&c->tm.ns[i], memory_order_relaxed);
   s->released = atomic_load_explicit(&c->tm.released, memory_order_relaxed);
@@ -24,6 +24,7 @@ static void snap(pl_core *c, pl_stage_snap *s) {
   s->copy_s = st.copy_s;
   s->bytes_copied = st.bytes_copied;
   s->process_cpu_s = pl_process_cpu_s();
+  s->worker_cpu_s = pl_dataset_worker_cpu_s(c->ds);
   s->t = pl_now();
 }
 
@@ -54,7 +55,7 @@ void pl_timing_returned(pl_core *c, double t0, double now, pl_batch *b) {
       return;
     tm->have_first = 1;
     tm->startup_s = now - tm->t_first_call;
-    snap(c, &tm->first);
+    pl_timing_snap(c, &tm->first);
   } else {
     tm->wait_s += now - t0;
     if (b) {
@@ -65,7 +66,7 @@ void pl_timing_returned(pl_core *c, double t0, double now, pl_batch *b) {
   }
   if (b && c->replay.active) {
     tm->have_end = 1;
-    snap(c, &tm->end);
+    pl_timing_snap(c, &tm->end);
   }
 }
 
@@ -101,7 +102,7 @@ static void fill_timings(pl_core *c, pl_loader_timings *t) {
   if (tm->have_end)
     now = tm->end;
   else
-    snap(c, &now);
+    pl_timing_snap(c, &now);
   const pl_stage_snap *a = &tm->first;
   t->wall_s = tm->batches ? tm->t_last - a->t : 0;
   t->batches = tm->batches;
@@ -120,6 +121,9 @@ static void fill_timings(pl_core *c, pl_loader_timings *t) {
   t->bytes_copied = now.bytes_copied - a->bytes_copied;
   t->consumer_wait_s = tm->wait_s;
   t->process_cpu_s = now.process_cpu_s - a->process_cpu_s;
+  t->worker_process_cpu_s = now.worker_cpu_s > a->worker_cpu_s
+                                ? now.worker_cpu_s - a->worker_cpu_s
+                                : 0;
 }
 
 void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,

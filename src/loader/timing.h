@@ -35,6 +35,7 @@ typedef struct pl_stage_snap {
   double copy_s;       /* from the backend's stats */
   uint64_t bytes_copied;
   double process_cpu_s;
+  double worker_cpu_s; /* the dataset's worker processes (0: none) */
   double t;            /* when (pl_now) */
 } pl_stage_snap;
 

@@ -150,8 +150,11 @@ static pl_tune_action grow(pl_tune *t, const pl_tune_window *w, char *why,
     return PL_TUNE_GROW_PREFETCH;
   }
   if (room)
-    return add_workers(t, w, "a trial: a deeper prefetch did not help", why,
-                       len);
+    return add_workers(t, w,
+                       t->auto_prefetch
+                           ? "a trial: a deeper prefetch did not help"
+                           : "a trial: the prefetch is fixed",
+                       why, len);
   return PL_TUNE_NONE;
 }
 
@@ -232,19 +235,11 @@ static pl_tune_window window_of(pl_core *c, const pl_stage_snap *now,
                 delta_ns(&t->last, now, PL_ST_STAGE);
   w.busy = PL_MIN(1.0, fill / (PL_MAX(t->active, 1) * w.dt));
   w.copy = PL_MIN(1.0, (now->copy_s - t->last.copy_s) / w.dt);
-  w.cpu_cores = (now->process_cpu_s - t->last.process_cpu_s) / w.dt;
+  /* The worker processes' CPU too: a Python dataset's work is there. */
+  w.cpu_cores = (now->process_cpu_s - t->last.process_cpu_s +
+                 PL_MAX(0.0, now->worker_cpu_s - t->last.worker_cpu_s)) /
+                w.dt;
   return w;
-}
-
-static void take_snap(pl_core *c, pl_stage_snap *s) {
-  for (int i = 0; i < PL_ST_COUNT_; i++)
-    s->ns[i] = atomic_load_explicit(&c->tm.ns[i], memory_order_relaxed);
-  pl_loader_stats st;
-  memset(&st, 0, sizeof st);
-  c->be->vt->stats(c->be, &st);
-  s->copy_s = st.copy_s;
-  s->process_cpu_s = pl_process_cpu_s();
-  s->t = pl_now();
 }
 
 int pl_tune_tick(pl_core *c) {
@@ -263,14 +258,14 @@ int pl_tune_tick(pl_core *c) {
       batches - t->batches_last < window_batches(t)) {
     if (t->t_last == 0) { /* the first window starts at the first batch */
       t->t_last = now;
-      take_snap(c, &t->last);
+      pl_timing_snap(c, &t->last);
       t->batches_last = batches;
       t->wait_last = wait;
     }
     return 0;
   }
   pl_stage_snap s;
-  take_snap(c, &s);
+  pl_timing_snap(c, &s);
   pl_tune_window w = window_of(c, &s, batches, wait);
   char why[256];
   t->last = s;

@@ -3,6 +3,7 @@
  * shared batch memory (python/pinloader/workers.c). */
 #include "data/dataset.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 typedef struct batch_cb_impl {
@@ -11,6 +12,7 @@ typedef struct batch_cb_impl {
   int flags;
   void *user;
   void (*free_user)(void *);
+  _Atomic(pl_worker_cpu_fn) cpu_s; /* may be NULL */
 } batch_cb_impl;
 
 static pl_status batch_cb_read_batch(const pl_dataset *ds,
@@ -45,6 +47,12 @@ static int batch_cb_shared(const pl_dataset *ds) {
   return (cb->flags & PL_BATCH_SHARED_MEMORY) != 0;
 }
 
+static double batch_cb_worker_cpu(const pl_dataset *ds) {
+  batch_cb_impl *cb = ds->impl;
+  pl_worker_cpu_fn f = atomic_load_explicit(&cb->cpu_s, memory_order_acquire);
+  return f ? f(cb->user) : 0;
+}
+
 static void batch_cb_destroy(void *impl) {
   batch_cb_impl *cb = impl;
   if (cb->free_user)
@@ -57,6 +65,7 @@ static const pl_dataset_vt batch_cb_vt = {
     .read = batch_cb_read,
     .read_batch = batch_cb_read_batch,
     .shared_memory = batch_cb_shared,
+    .worker_cpu_s = batch_cb_worker_cpu,
     .destroy_impl = batch_cb_destroy,
 };
 
@@ -74,10 +83,25 @@ pl_status pl_dataset_from_batch_callback(
   batch_cb_impl *cb = malloc(sizeof *cb);
   if (!cb)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
-  *cb = (batch_cb_impl){read_batch, get_item, flags, user, free_user};
+  *cb = (batch_cb_impl){read_batch, get_item, flags, user, free_user, NULL};
   pl_status s = pl_dataset_new(&batch_cb_vt, cb, length, fields, nfields,
                                out, err);
   if (s != PL_OK)
     free(cb); /* user data stays the caller's on failure */
   return s;
+}
+
+pl_status pl_dataset_set_worker_cpu(pl_dataset *ds, pl_worker_cpu_fn cpu_s,
+                                    pl_error *err) {
+  if (!ds)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "dataset is NULL");
+  if (ds->vt != &batch_cb_vt)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "a %s dataset has no worker processes: only one made "
+                     "by pl_dataset_from_batch_callback takes a worker CPU "
+                     "clock",
+                     ds->vt->kind);
+  batch_cb_impl *cb = ds->impl;
+  atomic_store_explicit(&cb->cpu_s, cpu_s, memory_order_release);
+  return PL_OK;
 }
