@@ -2,9 +2,9 @@
 """What per-stage timing costs (issue 15: under 1% of throughput on the
 CIFAR uint8 workload), measured so that the machine's own drift cancels.
 
-Separate runs with timings on and off (scripts/gpu/60-report.sh does those
-too) differ by +-5-10% from one run to the next on a shared VM, which hides
-a 1% effect. Here two loaders live in one process, the same in all but
+Separate runs with timings on and off (`pinloader run --no-timings`)
+differ by +-5-10% from one run to the next on a shared VM, which hides a 1%
+effect (bench/results/h200-f72e409-2026-12-01). Here two loaders live in one process, the same in all but
 `timings` (native CIFAR-10 uint8, shuffled, --batch, --workers, to the GPU
 when there is one), and take turns: --turn-batches from one, then as many
 from the other, --rounds times, the order swapped every round. Each round

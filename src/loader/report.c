@@ -227,7 +227,7 @@ static void cpu_line(const pl_report_in *in, const measures *m,
   const pl_loader_timings *t = &in->t;
   if (!(t->process_cpu_s > 0) || !(m->W > 0))
     return;
-  double procs = t->worker_process_cpu_s > 0 ? t->worker_process_cpu_s : 0;
+  double procs = t->worker_process_cpu_s; /* >= 0: fill_timings */
   char of_procs[96] = "";
   if (procs > 0)
     snprintf(of_procs, sizeof of_procs, ", %.3g s of it in worker processes",

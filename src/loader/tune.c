@@ -74,10 +74,11 @@ static pl_tune_action set_workers(pl_tune *t, int n, pl_tune_action a) {
   t->before = t->active;
   t->before_prefetch = t->prefetch;
   t->active = n;
+  int depth = PL_MAX(2 * n, 2);
+  if (t->auto_prefetch) /* never shallower than it was tuned to */
+    depth = PL_MAX(depth, t->prefetch);
   if (t->prefetch_follows || t->auto_prefetch)
-    t->prefetch = PL_MIN(PL_MAX(t->prefetch_follows ? 0 : t->prefetch,
-                                PL_MAX(2 * n, 2)),
-                         t->prefetch_max);
+    t->prefetch = PL_MIN(depth, t->prefetch_max);
   return a;
 }
 

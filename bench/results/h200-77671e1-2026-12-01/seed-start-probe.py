@@ -1,7 +1,7 @@
 """Where the seed benchmark's first epoch goes: a timeline of pinloader's start."""
 import os, sys, time, pickle, tempfile
 import numpy as np, torch
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # bench/
 import python_workers as pw
 import pinloader
 from pinloader import _worker
