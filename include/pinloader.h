@@ -196,6 +196,11 @@ typedef struct pl_batch_dst {
    * (thread-safe, cheap; call it as often as you like). */
   void (*report)(const struct pl_batch_dst *dst, uint64_t sample);
   void *report_ctx;
+  /* Nonzero once nobody wants this batch any more (a new epoch or order
+   * began, or the loader is being destroyed): a callback that reads the
+   * batch in parts may stop early and fail it (thread-safe, cheap). Never
+   * NULL for a loader's call. */
+  int (*abandoned)(const struct pl_batch_dst *dst);
 } pl_batch_dst;
 
 /* Who asks for a batch: the loader's seed, the epoch, the batch's index in

@@ -1,8 +1,8 @@
 /* Whole-batch datasets (pl_dataset_from_batch_callback) and explicit orders
  * (pl_loader_set_order): one call per batch with the batch's indices in
  * order, shared batch memory another mapping of the memfd can write,
- * PL_READ_INTERRUPTED giving the batch back, and explicit epochs delivered
- * exactly as listed. */
+ * PL_READ_INTERRUPTED giving the batch back, explicit epochs delivered
+ * exactly as listed, and a batch's callback told when it is abandoned. */
 #include "testutil.h"
 
 #include <stdatomic.h>
@@ -24,6 +24,9 @@ typedef struct cb_state {
   int fail_index; /* -1: none */
   uint32_t batch_size;
   atomic_int cpu_reads; /* calls of fake_worker_cpu */
+  atomic_int block_once;  /* the next call waits until its batch is abandoned */
+  atomic_int blocked;     /* 1 while it waits, 2 once it saw abandoned() */
+  atomic_int abandoned_at_entry;
 } cb_state;
 
 static int write_batch(void *user, const uint64_t *idx, uint32_t n,
@@ -33,6 +36,16 @@ static int write_batch(void *user, const uint64_t *idx, uint32_t n,
   atomic_fetch_add(&st->calls, 1);
   if (atomic_exchange(&st->interrupt_next, 0))
     return PL_READ_INTERRUPTED;
+  if (atomic_exchange(&st->block_once, 0)) {
+    atomic_store(&st->abandoned_at_entry, dst->abandoned(dst));
+    atomic_store(&st->blocked, 1);
+    for (int i = 0; i < 5000 && !dst->abandoned(dst); i++)
+      usleep(1000);
+    if (dst->abandoned(dst))
+      atomic_store(&st->blocked, 2);
+    snprintf(msg, cap, "abandoned");
+    return 6;
+  }
   for (uint32_t i = 0; i < n; i++)
     if ((int64_t)idx[i] == st->fail_index) {
       snprintf(msg, cap, "sample %llu is bad (epoch %llu)",
@@ -296,6 +309,30 @@ static void test_explicit_order(int workers) {
   pl_loader_destroy(ld);
 }
 
+/* dst->abandoned: 0 while the batch is wanted, nonzero once set_epoch
+ * has begun another stream (a callback reading in parts stops early). */
+static void test_abandoned_batch_is_told(void) {
+  cb_state st = {.fail_index = -1};
+  atomic_store(&st.block_once, 1);
+  pl_dataset *ds = make_ds(&st, 40, 0);
+  pl_loader *ld = make_loader(ds, 4, 1);
+  pl_dataset_destroy(ds);
+  for (int i = 0; i < 5000 && atomic_load(&st.blocked) == 0; i++)
+    usleep(1000);
+  CHECK(atomic_load(&st.blocked) == 1);
+  CHECK(atomic_load(&st.abandoned_at_entry) == 0);
+  pl_error err;
+  CHECK_OK(pl_loader_set_epoch(ld, 1, &err), &err);
+  pl_batch *b;
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err); /* epoch 1, whole */
+  uint64_t want[4] = {0, 1, 2, 3};
+  check_batch(b, want, 4);
+  CHECK_EQ_U64(pl_batch_epoch(b), 1);
+  pl_batch_release(b, NULL);
+  CHECK(atomic_load(&st.blocked) == 2);
+  pl_loader_destroy(ld);
+}
+
 int main(void) {
   test_whole_batches(0, 0);
   test_whole_batches(0, 3);
@@ -306,5 +343,6 @@ int main(void) {
   test_interrupted_read_is_retried();
   test_explicit_order(0);
   test_explicit_order(2);
+  test_abandoned_batch_is_told();
   return pl_test_finish("test_batch_callback");
 }

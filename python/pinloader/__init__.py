@@ -258,6 +258,7 @@ class _Engine:
         self.exhausted = set()  # IterableDataset workers that ran out
         self.next_epoch = first_epoch  # an explicit order's next epoch
         plan = dl._plan
+        starting = {}  # workers whose "ready" has not come yet: their sockets
         if plan.native is not None:
             self.ds = plan.native
             threads = dl.num_workers
@@ -265,7 +266,8 @@ class _Engine:
             # Worker processes are balanced unless in_order=True asks for
             # torch's assignment (batch k to worker k % num_workers, each
             # worker's random state running on as in torch); balanced, the
-            # global generators restart per batch (_worker.seed_batch). An
+            # global generators restart every 64 samples of a batch
+            # (_worker.seed_chunk). An
             # IterableDataset's batches belong to the worker whose share
             # they are.
             balanced = dl.worker_mode == "process" and not dl.in_order and not plan.iterable
@@ -273,7 +275,7 @@ class _Engine:
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
                                 plan.iterable, dl.drop_last, batch_seeding=balanced)
             if dl.worker_mode == "process":
-                self._start_processes(spec, dl)
+                starting = self._start_processes(spec, dl)
                 threads = dl.num_workers
             else:
                 self.ps = _C.ProcSet([], [], [], _LocalFiller(spec))
@@ -283,17 +285,26 @@ class _Engine:
         try:
             extra = {"transforms": dl._xf_specs} if plan.native is not None and dl._xf_specs else {}
             self.ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
+            self._finish_start(starting, dl.timeout)
         except BaseException:
+            for s in starting.values():
+                s.close()
             self.close()
             raise
 
     # -- worker processes
 
     def _start_processes(self, spec, dl):
+        """Forks (or spawns) the workers and makes the ProcSet. A worker
+        whose "ready" has not come yet is left starting: the C loader is
+        made meanwhile (no thread of it runs while this process forks), and
+        _finish_start waits for the rest. Returns {worker: socket} of those."""
         import gc
 
         ctx = _mp_context(dl.multiprocessing_context)
+        spec.parent_pid = None if ctx.get_start_method() == "forkserver" else os.getpid()
         socks = []
+        starting = {}
         try:
             for w in range(dl.num_workers):
                 parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -311,16 +322,40 @@ class _Engine:
                 child.close()
                 self.procs.append(p)
                 socks.append(parent)
+            ready = []
             for w, (s, p) in enumerate(zip(socks, self.procs)):
-                self._wait_ready(w, s, p, dl.timeout)
+                came = select.select([s], [], [], 0)[0]
+                if came:
+                    self._wait_ready(w, s, p, dl.timeout)
+                ready.append(bool(came))
+            # A batch may be split over idle workers (the first round of an
+            # iteration) when a chunk writes everything it holds into the
+            # batch memory: no pickled parts, no collate_fn.
+            split = (spec.batch_seeding and spec.collate_fn is None and not spec.unbatched
+                     and spec.template.nobjs == 0)
             self.ps = _C.ProcSet([s.fileno() for s in socks], [p.sentinel for p in self.procs],
-                                 [p.pid for p in self.procs], balanced=spec.batch_seeding)
+                                 [p.pid for p in self.procs], balanced=spec.batch_seeding,
+                                 split=split, ready=ready)
+            starting = {w: s for w, s in enumerate(socks) if not ready[w]}
         except BaseException:
             self._stop_processes()
             raise
         finally:
-            for s in socks:
-                s.close()  # the ProcSet holds its own copies
+            for w, s in enumerate(socks):
+                if w not in starting:
+                    s.close()  # the ProcSet holds its own copies
+        return starting
+
+    def _finish_start(self, starting, timeout):
+        """Waits for the workers still starting, each given batches as its
+        "ready" comes (its error, from worker_init_fn, raised here)."""
+        try:
+            for w, s in sorted(starting.items()):
+                self._wait_ready(w, s, self.procs[w], timeout)
+                self.ps.set_ready(w)
+        finally:
+            for s in starting.values():
+                s.close()
 
     def _wait_ready(self, w, s, p, timeout):
         head = b""

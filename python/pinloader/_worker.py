@@ -23,13 +23,21 @@ import traceback
 import numpy as np
 
 from . import _collate
+from . import _pinloader as _C
 
-REQ = struct.Struct("=4I6Q")  # magic, nfields, n, flags; id, fd_bytes, epoch, seed, batch, base_seed
+# magic, nfields, n, flags; buffer id, fd_bytes, epoch, seed, batch, base_seed,
+# first (the batch position of indices[0]: a chunk of a split batch)
+REQ = struct.Struct("=4I7Q")
 REP = struct.Struct("=IIQ")  # magic, status, payload length
 REQ_MAGIC = 0x51524C50
 REP_MAGIC = 0x50524C50
 REQ_RESEED, REQ_PROGRESS = 1, 2
 REP_OK, REP_ERROR, REP_PROGRESS = 0, 1, 3
+# Balanced workers: the global generators restart every CHUNK samples of a
+# batch (seed_chunk), and a batch that the first round of an iteration
+# splits over idle workers is split at these boundaries (workers.c's
+# SPLIT_CHUNK), so its samples draw the same numbers however it is split.
+CHUNK = 64
 
 # ---------------------------------------------------------------- per-sample RNG
 
@@ -68,7 +76,10 @@ class Spec:
         self.base_seed = base_seed
         self.iterable = iterable
         self.drop_last = drop_last
-        self.batch_seeding = batch_seeding  # seed_batch() before each batch
+        self.batch_seeding = batch_seeding  # seed_chunk() every CHUNK samples
+        # The loader's process, which a worker checks it is the child of
+        # (None: forkserver's workers are the server's children).
+        self.parent_pid = None
 
 
 class ErrorReport:
@@ -165,19 +176,23 @@ class Filler:
 
     # -- one batch
 
-    def fill(self, indices, epoch, seed, batch_index, views):
-        """Writes the batch into views; returns the pickled extras (bytes,
-        b"" when none)."""
+    def fill(self, indices, epoch, seed, batch_index, views, first=0):
+        """Writes the batch (or, from position `first` on, a chunk of it)
+        into views; returns the pickled extras (bytes, b"" when none)."""
         spec, t = self.spec, self.t
         ds = spec.dataset
         n = len(indices)
         current = [None]
+        # Balanced: random, numpy and torch restart at each CHUNK boundary.
+        reseed = spec.batch_seeding and not spec.iterable
         try:
             if spec.iterable:
                 return self._fill_iterable(n, epoch, views)
             if spec.unbatched:
                 i = indices[0]
                 current[0] = i
+                if reseed:
+                    seed_chunk(spec.base_seed, epoch, batch_index, 0)
                 _set_sample(seed, epoch, i)
                 s = ds[i]
                 if spec.collate_fn is not None:
@@ -188,18 +203,22 @@ class Filler:
             report = self.progress
             if spec.collate_fn is None:
                 objs = [[] for _ in range(t.nobjs)]
-                for k, i in enumerate(indices):
+                for k, i in enumerate(indices, first):
                     current[0] = i
                     if report is not None:
                         report(i)
+                    if reseed and (k % CHUNK == 0 or k == first):
+                        seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                     _set_sample(seed, epoch, i)
                     _collate.write_sample(t, t.root, ds[i], k, views, objs, "dataset[%d]" % i)
                 return _collate.dumps(objs) if t.nobjs else b""
             samples = []
-            for i in indices:
+            for k, i in enumerate(indices):
                 current[0] = i
                 if report is not None:
                     report(i)
+                if reseed and k % CHUNK == 0:
+                    seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                 _set_sample(seed, epoch, i)
                 samples.append(ds[i])
             current[0] = None
@@ -275,17 +294,21 @@ def _splitmix64(x):
     return x ^ (x >> 31)
 
 
-def seed_batch(base_seed, epoch, batch):
+def seed_chunk(base_seed, epoch, batch, chunk):
     """Balanced workers (in_order not True: any idle worker reads the next
     batch): random, numpy's global generator and torch's default generator
-    restart at each batch from (base seed, epoch, batch index), so that a
-    batch's random augmentations depend neither on which worker reads it
-    nor on how many workers there are. base_seed is the one the loader drew
-    from torch's generator when it started its workers (not a later
-    iteration's: batches of the next epoch may be read before that epoch's
-    iter() draws one), so torch.manual_seed still makes a run reproducible;
-    the epoch makes each epoch's draws new. About 25 us a batch."""
+    restart at each CHUNK samples of a batch from (base seed, epoch, batch
+    index, chunk), so that a batch's random augmentations depend neither on
+    which worker reads it, nor on how many workers there are, nor on how
+    the batch was split. base_seed is the one the loader drew from torch's
+    generator when it started its workers (not a later iteration's: batches
+    of the next epoch may be read before that epoch's iter() draws one), so
+    torch.manual_seed still makes a run reproducible; the epoch makes each
+    epoch's draws new. About 20 us a chunk (0.3 us a sample). Chunk 0's
+    seed is the batch's alone."""
     h = _splitmix64(_splitmix64(_splitmix64(base_seed & _M64) ^ (epoch & _M64)) ^ (batch & _M64))
+    if chunk:
+        h = _splitmix64(h ^ _splitmix64(chunk & _M64))
     h2 = _splitmix64(h)
     random.seed(h)
     np.random.seed([h2 & 0xFFFFFFFF, h2 >> 32])
@@ -306,16 +329,12 @@ def _set_worker_info(worker_id, num_workers, seed, dataset):
 
 # ---------------------------------------------------------------- the process
 
-def _set_parent_death_signal():
-    """Linux: die with the parent (prctl PR_SET_PDEATHSIG). The socket's
-    EOF is the other way a worker learns its parent is gone."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+def _die_with_parent(parent_pid):
+    """Linux: die with the parent (prctl PR_SET_PDEATHSIG, in C: no ctypes
+    to import in every worker), and exit now if it is already gone. The
+    socket's EOF is the other way a worker learns its parent is gone."""
+    if not _C.die_with_parent(os.getppid() if parent_pid is None else parent_pid):
+        os._exit(0)
 
 
 def _recv_exact(sock, n, first=None):
@@ -340,7 +359,7 @@ def _recv_request(sock):
     head = _recv_exact(sock, REQ.size, data)
     if head is None:
         return None
-    magic, nf, n, flags, buf_id, fd_bytes, epoch, seed, batch, base_seed = REQ.unpack(head)
+    magic, nf, n, flags, buf_id, fd_bytes, epoch, seed, batch, base_seed, first = REQ.unpack(head)
     if magic != REQ_MAGIC:
         raise RuntimeError("pinloader worker: bad request magic %#x" % magic)
     rest = _recv_exact(sock, 8 * (nf + n))
@@ -351,7 +370,7 @@ def _recv_request(sock):
     fd = fds[0] if fds else -1
     for extra in fds[1:]:
         os.close(extra)
-    return (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed), offsets, indices, fd
+    return (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed, first), offsets, indices, fd
 
 
 def _reply(sock, status, payload=b""):
@@ -366,7 +385,7 @@ def error_payload(report):
 def worker_main(sock, spec, worker_id):
     """A worker process: set up as torch's workers are, then serve batch
     requests until the parent closes the socket (or dies)."""
-    _set_parent_death_signal()
+    _die_with_parent(spec.parent_pid)
     try:  # a crash in a worker prints its Python stack (as torch's workers report)
         import faulthandler
 
@@ -400,18 +419,16 @@ def worker_main(sock, spec, worker_id):
             return
         if req is None:
             return  # the parent closed the loader, or died
-        (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed), offsets, indices, fd = req
+        (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed, first), offsets, indices, fd = req
         try:
             if flags & REQ_RESEED and filler.seeded != base_seed:
                 filler.reseed(base_seed)
                 if spec.worker_init_fn is not None:
                     spec.worker_init_fn(worker_id)
-            if spec.batch_seeding:  # the engine's base seed: known before any
-                seed_batch(spec.base_seed, epoch, batch)  # prefetch into an epoch
             views = filler.views_for(buf_id, fd, fd_bytes, offsets)
             filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
                 if flags & REQ_PROGRESS else None
-            payload = filler.fill(indices, epoch, seed, batch, views)
+            payload = filler.fill(indices, epoch, seed, batch, views, first)
             status = REP_OK
         except BaseException as e:
             sample = getattr(e, "_pinloader_sample", None)

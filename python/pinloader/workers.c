@@ -46,6 +46,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +57,7 @@
 #define WAIT_SLICE_MS 100
 #define MAX_REPLY (1ull << 34) /* a reply larger than this is a broken worker */
 #define EPOCH_SEEDS 16
+#define SPLIT_CHUNK 64 /* _worker.CHUNK: where balanced generators restart */
 
 enum { REQ_RESEED = 1, REQ_PROGRESS = 2 };
 /* REP_PROGRESS: "reading sample `len` now" (with a timeout), then more. */
@@ -63,6 +67,7 @@ enum { BLOB_ERROR = 1, BLOB_EXTRA = 2 };
 typedef struct req_head {
   uint32_t magic, nfields, n, flags;
   uint64_t buffer_id, fd_bytes, epoch, seed, batch_index, base_seed;
+  uint64_t first; /* the batch position of indices[0] (a split's chunk) */
 } req_head;
 
 typedef struct rep_head {
@@ -97,6 +102,9 @@ typedef struct channel {
   int sentinel; /* readable once the process has exited (owned dup) */
   long pid;
   int busy; /* [mu] a loader thread talks to it */
+  /* [mu] Its "ready" reply has been read (set_ready): the loader may be
+   * made while the last workers still start, and waits for them here. */
+  int ready;
   int dead; /* [mu] exited, killed, or its stream broke */
   double cpu_s; /* [mu] its CPU seconds as last read (kept once it ends) */
 } channel;
@@ -115,7 +123,15 @@ typedef struct procset {
   int closing; /* [mu] shutdown(): every wait gives up */
   int n;
   int balanced;     /* any idle worker takes the next batch */
+  int split;        /* the first round's batches may be split (read_split) */
+  /* [mu] Split batches go out in job order: the first job of split_stream
+   * that has not yet sent all its chunks (a later one waits for it). */
+  uint64_t split_stream, split_next;
   waiter *waiting;  /* [mu] balanced: threads waiting for any worker */
+  /* [mu] balanced: the newest stream a batch came from; a batch of an
+   * older one was abandoned by the loader (a new epoch, an explicit order)
+   * and is not read. */
+  uint64_t newest_stream;
   channel *ch;
   blob *blobs;         /* [mu] */
   uint64_t next_token; /* [mu] */
@@ -326,9 +342,9 @@ static channel *idle_channel(procset *ps) {
   int alive = 0;
   for (int i = 0; i < ps->n; i++) {
     channel *ch = &ps->ch[i];
-    if (!ch->dead && !ch->busy)
+    if (!ch->dead && !ch->busy && ch->ready)
       return ch;
-    alive += !ch->dead;
+    alive += !ch->dead; /* one still starting counts: it will be ready */
   }
   for (int i = 0; !alive && i < ps->n; i++)
     if (!ps->ch[i].busy)
@@ -339,20 +355,46 @@ static channel *idle_channel(procset *ps) {
 /* Balanced: the earliest batch waiting goes first, to whichever worker is
  * idle (with as many loader threads as workers there is always one, but
  * the tuner may run more threads than processes are idle). */
-static channel *channel_take_any(procset *ps, const pl_batch_info *info) {
+/* Balanced: notes info's stream; whether it is older than the newest
+ * (abandoned). A newer stream wakes the waiters of older ones. [mu] */
+static int stream_abandoned(procset *ps, const pl_batch_info *info) {
+  if (info->stream > ps->newest_stream) {
+    ps->newest_stream = info->stream;
+    pthread_cond_broadcast(&ps->cv);
+  }
+  return info->stream < ps->newest_stream;
+}
+
+/* Whether the batch is wanted no more: an older stream than one seen
+ * here, or the loader says so (its stream is over before any batch of
+ * the next one got here: the threads are all busy with the old one). */
+static int batch_abandoned(procset *ps, const pl_batch_info *info,
+                           const pl_batch_dst *dst) {
+  return stream_abandoned(ps, info) || (dst->abandoned && dst->abandoned(dst));
+}
+
+static const channel stale_channel; /* never read or written */
+#define STALE_CHANNEL ((channel *)&stale_channel)
+
+static channel *channel_take_any(procset *ps, const pl_batch_info *info,
+                                 const pl_batch_dst *dst) {
   waiter me = {NULL, info->stream, info->epoch, info->batch_index};
   channel *ch = NULL;
   pthread_mutex_lock(&ps->mu);
   me.next = ps->waiting;
   ps->waiting = &me;
-  while (!ps->closing &&
+  while (!ps->closing && !batch_abandoned(ps, info, dst) &&
          (!first_waiting_in(ps->waiting, &me) || !(ch = idle_channel(ps))))
     wait_briefly(ps);
   unlink_waiter(&ps->waiting, &me);
-  if (ps->closing) {
+  if (ps->closing || batch_abandoned(ps, info, dst)) {
+    /* Abandoned: nobody waits for it, and its worker is better spent on
+     * the new stream (at the start of an explicit order, the loader's own
+     * first batches would otherwise hold every worker for a batch). */
+    int closing = ps->closing;
     pthread_cond_broadcast(&ps->cv);
     pthread_mutex_unlock(&ps->mu);
-    return NULL;
+    return closing ? NULL : STALE_CHANNEL;
   }
   ch->busy = 1;
   pthread_cond_broadcast(&ps->cv); /* the next waiter may find another */
@@ -360,13 +402,13 @@ static channel *channel_take_any(procset *ps, const pl_batch_info *info) {
   return ch;
 }
 
-/* channel_take's answer for a batch of a stream the worker has left. */
-static const channel stale_channel; /* never read or written */
-#define STALE_CHANNEL ((channel *)&stale_channel)
+/* channel_take's answer for a batch of a stream the worker has left:
+ * STALE_CHANNEL (above). */
 
-static channel *channel_take(procset *ps, const pl_batch_info *info) {
+static channel *channel_take(procset *ps, const pl_batch_info *info,
+                             const pl_batch_dst *dst) {
   if (ps->balanced)
-    return channel_take_any(ps, info);
+    return channel_take_any(ps, info, dst);
   channel *ch = &ps->ch[info->batch_index % (uint64_t)ps->n];
   waiter me = {NULL, info->stream, info->epoch, info->batch_index};
   pthread_mutex_lock(&ps->mu);
@@ -375,7 +417,7 @@ static channel *channel_take(procset *ps, const pl_batch_info *info) {
   /* A predecessor whose fill failed before it got here never comes: after
    * a few seconds of waiting for it, go on (order is then best effort). */
   double give_up = now_s() + 3.0;
-  while ((ch->busy || !first_waiting(ch, &me) ||
+  while ((ch->busy || !ch->ready || !first_waiting(ch, &me) ||
           (!predecessor_done(ps, ch, info) && now_s() < give_up)) &&
          !ps->closing && !is_stale(ch, info))
     wait_briefly(ps);
@@ -556,6 +598,399 @@ static int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
 
 /* ------------------------------------------------------------ the callback */
 
+/* Sends ch the request to fill samples indices[0..n-1] at batch positions
+ * first.. of dst: 0, an errno (the worker is gone), or -1 (no memory for
+ * the request). */
+static int send_fill(procset *ps, channel *ch, const uint64_t *indices,
+                     uint32_t n, uint32_t first, const pl_batch_info *info,
+                     const pl_batch_dst *dst) {
+  size_t len = sizeof(req_head) + ((size_t)dst->nfields + n) * 8;
+  uint8_t *req = malloc(len);
+  if (!req)
+    return -1;
+  int seeded;
+  uint64_t base_seed = base_seed_of(ps, info->epoch, &seeded);
+  req_head h = {REQ_MAGIC,         (uint32_t)dst->nfields, n,
+                (seeded ? REQ_RESEED : 0u) | (dst->report ? REQ_PROGRESS : 0u),
+                dst->buffer_id,    dst->buffer_bytes,
+                info->epoch,       info->seed,
+                info->batch_index, base_seed,
+                first};
+  memcpy(req, &h, sizeof h);
+  memcpy(req + sizeof h, dst->offset, (size_t)dst->nfields * 8);
+  memcpy(req + sizeof h + (size_t)dst->nfields * 8, indices, (size_t)n * 8);
+  int e = send_request(ch->sock, req, len, dst->fd);
+  free(req);
+  return e;
+}
+
+/* Waits for ch's reply: progress records first (to dst->report, each
+ * restarting the clock), then the head and its payload (malloc'd; NULL
+ * when empty or on failure). The timeout is per sample, as the loader's
+ * stall clock (which the progress records restart): a worker is killed a
+ * while after that clock has failed the batch with PL_TIMEOUT naming the
+ * sample. */
+static wait_result read_reply(procset *ps, channel *ch,
+                              const pl_batch_info *info,
+                              const pl_batch_dst *dst, rep_head *rh,
+                              char **payload, int *err_no) {
+  double grace = info->timeout_s * 1.5 + 0.5;
+  double deadline = info->timeout_s > 0 ? now_s() + grace : 0;
+  wait_result r;
+  *payload = NULL;
+  for (;;) {
+    r = recv_exact(ps, ch, rh, sizeof *rh, deadline, err_no);
+    if (r != WAIT_OK || rh->magic != REP_MAGIC || rh->status != REP_PROGRESS)
+      break;
+    if (dst->report)
+      dst->report(dst, rh->len);
+    if (deadline > 0)
+      deadline = now_s() + grace;
+  }
+  if (r == WAIT_OK && (rh->magic != REP_MAGIC || rh->len > MAX_REPLY))
+    return WAIT_BROKEN;
+  if (r != WAIT_OK || !rh->len)
+    return r;
+  if (!(*payload = malloc((size_t)rh->len))) {
+    *err_no = ENOMEM;
+    return WAIT_BROKEN;
+  }
+  r = recv_exact(ps, ch, *payload, (size_t)rh->len, deadline, err_no);
+  if (r != WAIT_OK) {
+    free(*payload);
+    *payload = NULL;
+  }
+  return r;
+}
+
+/* A wait that failed: ch goes back (dead unless the loader is closing; a
+ * stuck process is killed) and msg says what became of the worker. */
+static void wait_failed(procset *ps, channel *ch, wait_result r, int err_no,
+                        const pl_batch_info *info, const char *samples,
+                        char *msg, size_t msg_len) {
+  int w = (int)(ch - ps->ch);
+  long pid = ch->pid;
+  if (r == WAIT_TIMEOUT)
+    kill((pid_t)pid, SIGKILL); /* stuck: a process can be killed */
+  channel_give(ps, ch, r != WAIT_CLOSED);
+  const char *what = r == WAIT_TIMEOUT  ? "did not finish within the timeout and was killed, "
+                     : r == WAIT_CLOSED ? "was shut down "
+                     : r == WAIT_DIED   ? "exited "
+                                        : "sent a malformed reply ";
+  snprintf(msg, msg_len,
+           "worker %d (pid %ld) %swhile loading batch %llu of epoch %llu "
+           "(samples %s)%s%s [pinloader-died %d]",
+           w, pid, what, (unsigned long long)info->batch_index,
+           (unsigned long long)info->epoch, samples, err_no ? ": " : "",
+           err_no ? strerror(err_no) : "", w);
+}
+
+/* A worker's exception (payload: uint32 text length, text, pickled
+ * error): kept under a new token that msg names. Takes payload. */
+static void store_error(procset *ps, int w, long pid, char *payload,
+                        uint64_t len, char *msg, size_t msg_len) {
+  uint32_t tl = 0;
+  if (payload && len >= 4)
+    memcpy(&tl, payload, 4);
+  if (tl > len - 4)
+    tl = 0;
+  pthread_mutex_lock(&ps->mu);
+  uint64_t token = ++ps->next_token;
+  pthread_mutex_unlock(&ps->mu);
+  snprintf(msg, msg_len, "%.*s (worker %d, pid %ld) [pinloader-error %llu]",
+           (int)(tl < 300 ? tl : 300), payload ? payload + 4 : "", w, pid,
+           (unsigned long long)token);
+  if (payload)
+    blob_put(ps, BLOB_ERROR, token, 0, 0, payload, (size_t)len);
+}
+
+static void send_failed(procset *ps, channel *ch, int e,
+                        const pl_batch_info *info, const char *samples,
+                        char *msg, size_t msg_len) {
+  int w = (int)(ch - ps->ch);
+  channel_give(ps, ch, e > 0);
+  if (e < 0)
+    snprintf(msg, msg_len, "out of memory for a request (batch %llu)",
+             (unsigned long long)info->batch_index);
+  else
+    snprintf(msg, msg_len,
+             "worker %d (pid %ld) exited before batch %llu of epoch %llu "
+             "(samples %s) could be sent (%s) [pinloader-died %d]",
+             w, ch->pid, (unsigned long long)info->batch_index,
+             (unsigned long long)info->epoch, samples, strerror(e), w);
+}
+
+static void no_longer_running(procset *ps, channel *ch, char *msg,
+                              size_t msg_len) {
+  int w = (int)(ch - ps->ch);
+  channel_give(ps, ch, 1);
+  snprintf(msg, msg_len,
+           "worker %d (pid %ld) is no longer running [pinloader-died %d]", w,
+           ch->pid, w);
+}
+
+/* ------------------------------------------------------------ split batches */
+
+/* The first round of an iteration (jobs below the number of workers) is
+ * split: each SPLIT_CHUNK samples of the batch go to the next idle worker,
+ * so that the first batch is ready in a fraction of one worker's time
+ * instead of all of it (the seeds' benchmark, 1,024 samples of about 100 us
+ * on 6 workers: 100 ms become about 20), and the batches after it follow
+ * one by one instead of all at once. Balanced workers' generators restart
+ * at chunk boundaries whether a batch is split or not (_worker.seed_chunk),
+ * so a split changes no sample. Only where a chunk's reply is nothing but
+ * "done": fixed-shape samples (no pickled parts), no collate_fn (it sees
+ * the whole batch), no timeout (progress records are per batch). */
+static int split_wanted(const procset *ps, const pl_batch_info *info,
+                        const pl_batch_dst *dst) {
+  return ps->split && ps->balanced && ps->n > 1 &&
+         info->job < (uint64_t)ps->n && info->timeout_s <= 0 && !dst->report;
+}
+
+/* Waits until the jobs of the stream before this one have sent all their
+ * chunks, so that job 0 has every idle worker first, then job 1... (a
+ * later job's thread may well get here first). 0: go on; -1: a batch of
+ * an abandoned stream, or the loader is closing (left to the whole
+ * batch's path, which says so). A job
+ * whose fill failed before it got here never comes: after a few seconds
+ * the next goes on. [mu] */
+static int split_turn(procset *ps, const pl_batch_info *info,
+                      const pl_batch_dst *dst) {
+  if (info->stream > ps->split_stream) {
+    ps->split_stream = info->stream;
+    ps->split_next = 0;
+  }
+  double give_up = now_s() + 3.0;
+  while (!ps->closing && info->stream == ps->split_stream &&
+         ps->split_next < info->job && now_s() < give_up &&
+         !batch_abandoned(ps, info, dst))
+    wait_briefly(ps);
+  return ps->closing || info->stream != ps->split_stream ||
+                 batch_abandoned(ps, info, dst)
+             ? -1
+             : 0;
+}
+
+/* All of job's chunks are out (or it failed): the next job's turn. [mu] */
+static void split_turn_done(procset *ps, const pl_batch_info *info) {
+  if (info->stream == ps->split_stream && ps->split_next <= info->job)
+    ps->split_next = info->job + 1;
+  pthread_cond_broadcast(&ps->cv);
+}
+
+typedef struct part {
+  channel *ch;
+  uint32_t first, n; /* the chunk it fills */
+} part;
+
+typedef struct splitter {
+  procset *ps;
+  const uint64_t *indices;
+  uint32_t n, next; /* samples; the first not yet sent */
+  const pl_batch_info *info;
+  const pl_batch_dst *dst;
+  part *parts; /* in flight: one per channel at most */
+  int nparts;
+  int failed; /* msg holds the first failure; later ones are dropped */
+  char *msg, scratch[512];
+  size_t msg_len;
+} splitter;
+
+/* Where a failure's words go: msg for the first, scratch after it. */
+static char *fail_text(splitter *s, size_t *cap) {
+  int first = !s->failed;
+  s->failed = 1;
+  *cap = first ? s->msg_len : sizeof s->scratch;
+  return first ? s->msg : s->scratch;
+}
+
+/* Gives ch the next chunk, or gives ch back when none is left (or the
+ * batch has failed). */
+static void split_feed(splitter *s, channel *ch) {
+  pthread_mutex_lock(&s->ps->mu);
+  int abandoned = batch_abandoned(s->ps, s->info, s->dst);
+  pthread_mutex_unlock(&s->ps->mu);
+  if (abandoned && !s->failed) {
+    size_t cap;
+    char *m = fail_text(s, &cap);
+    snprintf(m, cap, "a batch of an abandoned stream (not read)");
+  }
+  if (s->failed || s->next >= s->n) {
+    channel_give(s->ps, ch, 0);
+    return;
+  }
+  uint32_t first = s->next;
+  uint32_t cnt = s->n - first < SPLIT_CHUNK ? s->n - first : SPLIT_CHUNK;
+  int e = send_fill(s->ps, ch, s->indices + first, cnt, first, s->info, s->dst);
+  if (e) {
+    char samples[160];
+    describe_samples(s->indices + first, cnt, samples, sizeof samples);
+    size_t cap;
+    char *m = fail_text(s, &cap);
+    send_failed(s->ps, ch, e, s->info, samples, m, cap);
+    return;
+  }
+  s->next += cnt;
+  s->parts[s->nparts++] = (part){ch, first, cnt};
+}
+
+/* While this batch is the earliest waiting: a chunk for each idle worker. */
+static void split_take_idle(splitter *s, const waiter *me, channel **got) {
+  procset *ps = s->ps;
+  uint32_t left = (s->n - s->next + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
+  int k = 0;
+  channel *ch;
+  pthread_mutex_lock(&ps->mu);
+  int abandoned = batch_abandoned(ps, s->info, s->dst);
+  if (!ps->closing && !abandoned && first_waiting_in(ps->waiting, me))
+    while ((uint32_t)k < left && (ch = idle_channel(ps))) {
+      ch->busy = 1;
+      got[k++] = ch;
+    }
+  pthread_mutex_unlock(&ps->mu);
+  if (abandoned && !s->failed) { /* send no more; what is in flight is read */
+    size_t cap;
+    char *m = fail_text(s, &cap);
+    snprintf(m, cap, "a batch of an abandoned stream (not read)");
+    return;
+  }
+  for (int i = 0; i < k; i++) {
+    if (got[i]->dead) { /* every worker is dead: say so */
+      size_t cap;
+      char *m = fail_text(s, &cap);
+      no_longer_running(ps, got[i], m, cap);
+    } else {
+      split_feed(s, got[i]);
+    }
+  }
+}
+
+/* Part i has something to read: its reply, then its channel's next chunk. */
+static void split_collect(splitter *s, int i) {
+  part p = s->parts[i];
+  s->parts[i] = s->parts[--s->nparts];
+  rep_head rh;
+  char *payload;
+  int err_no = 0;
+  wait_result r = read_reply(s->ps, p.ch, s->info, s->dst, &rh, &payload, &err_no);
+  size_t cap;
+  if (r != WAIT_OK) {
+    char samples[160];
+    describe_samples(s->indices + p.first, p.n, samples, sizeof samples);
+    char *m = fail_text(s, &cap);
+    wait_failed(s->ps, p.ch, r, err_no, s->info, samples, m, cap);
+    return;
+  }
+  if (rh.status == REP_OK && !payload) {
+    split_feed(s, p.ch);
+    return;
+  }
+  int w = (int)(p.ch - s->ps->ch);
+  channel_give(s->ps, p.ch, 0);
+  char *m = fail_text(s, &cap);
+  if (rh.status == REP_OK) { /* split batches have no pickled parts */
+    free(payload);
+    snprintf(m, cap,
+             "worker %d (pid %ld) sent pickled parts for a chunk of batch "
+             "%llu, which cannot have any",
+             w, p.ch->pid, (unsigned long long)s->info->batch_index);
+  } else {
+    store_error(s->ps, w, p.ch->pid, payload, rh.len, m, cap);
+  }
+}
+
+/* Waits up to ms for a reply from the parts in flight and collects those
+ * that came. */
+static void split_wait(splitter *s, struct pollfd *pf, int ms) {
+  for (int i = 0; i < s->nparts; i++) {
+    pf[2 * i] = (struct pollfd){s->parts[i].ch->sock, POLLIN, 0};
+    pf[2 * i + 1] = (struct pollfd){s->parts[i].ch->sentinel, POLLIN, 0};
+  }
+  if (poll(pf, (nfds_t)(2 * s->nparts), ms) <= 0)
+    return; /* nothing yet (or EINTR): the caller looks again */
+  for (int i = s->nparts - 1; i >= 0; i--) /* collect moves the last to i */
+    if (pf[2 * i].revents || pf[2 * i + 1].revents)
+      split_collect(s, i);
+}
+
+/* The loader is closing: what is in flight goes back unread. */
+static void split_abandon(splitter *s) {
+  while (s->nparts > 0)
+    channel_give(s->ps, s->parts[--s->nparts].ch, 0);
+  size_t cap;
+  char *m = fail_text(s, &cap);
+  snprintf(m, cap, "the loader's worker processes were shut down");
+}
+
+/* All chunks are out: the next batch may take the workers. */
+static void split_sent(procset *ps, waiter *me, const pl_batch_info *info) {
+  pthread_mutex_lock(&ps->mu);
+  unlink_waiter(&ps->waiting, me);
+  split_turn_done(ps, info);
+  pthread_mutex_unlock(&ps->mu);
+}
+
+/* Fills the batch in chunks (see split_wanted): 0, 1 (msg says why), or
+ * -1 when it is to be filled whole instead (no memory to split it, a
+ * stale stream). After a
+ * failure nothing more is sent, and what is in flight is still read, so
+ * that no worker's reply is left for its next request to find. */
+static int read_split(procset *ps, const uint64_t *indices, uint32_t n,
+                      const pl_batch_info *info, const pl_batch_dst *dst,
+                      char *msg, size_t msg_len) {
+  splitter s = {ps, indices, n, 0, info, dst, NULL, 0, 0, msg, {0}, msg_len};
+  s.parts = calloc((size_t)ps->n, sizeof *s.parts);
+  channel **got = calloc((size_t)ps->n, sizeof *got);
+  struct pollfd *pf = calloc(2 * (size_t)ps->n, sizeof *pf);
+  if (!s.parts || !got || !pf) {
+    free(s.parts);
+    free(got);
+    free(pf);
+    return -1;
+  }
+  waiter me = {NULL, info->stream, info->epoch, info->batch_index};
+  pthread_mutex_lock(&ps->mu);
+  if (split_turn(ps, info, dst) < 0) {
+    pthread_mutex_unlock(&ps->mu);
+    free(s.parts);
+    free(got);
+    free(pf);
+    return -1;
+  }
+  me.next = ps->waiting;
+  ps->waiting = &me; /* the earliest batch: later ones wait for its chunks */
+  pthread_mutex_unlock(&ps->mu);
+  int queued = 1;
+  while (s.nparts > 0 || (!s.failed && s.next < n)) {
+    if (queued && !s.failed && s.next < n)
+      split_take_idle(&s, &me, got);
+    if (queued && (s.failed || s.next >= n)) {
+      split_sent(ps, &me, info);
+      queued = 0;
+    }
+    if (is_closing(ps)) {
+      split_abandon(&s);
+      break;
+    }
+    if (s.nparts > 0) {
+      split_wait(&s, pf, queued ? 2 : WAIT_SLICE_MS);
+    } else if (!s.failed) { /* every worker is busy with other batches */
+      pthread_mutex_lock(&ps->mu);
+      if (!ps->closing && !idle_channel(ps))
+        wait_briefly(ps);
+      pthread_mutex_unlock(&ps->mu);
+    }
+  }
+  if (queued)
+    split_sent(ps, &me, info);
+  free(s.parts);
+  free(got);
+  free(pf);
+  return s.failed ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ one batch */
+
 static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
                          const pl_batch_info *info, const pl_batch_dst *dst,
                          char *msg, size_t msg_len) {
@@ -567,7 +1002,12 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
     snprintf(msg, msg_len, "the batch memory is not shared (no memfd)");
     return 1;
   }
-  channel *ch = channel_take(ps, info);
+  if (split_wanted(ps, info, dst)) {
+    int r = read_split(ps, indices, n, info, dst, msg, msg_len);
+    if (r >= 0)
+      return r;
+  }
+  channel *ch = channel_take(ps, info, dst);
   if (!ch) {
     snprintf(msg, msg_len, "the loader's worker processes were shut down");
     return 1;
@@ -577,85 +1017,23 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
     return 1;
   }
   int w = (int)(ch - ps->ch);
+  if (ch->dead) { /* read without the lock: only its own holder writes it */
+    no_longer_running(ps, ch, msg, msg_len);
+    return 1;
+  }
   char samples[160];
   describe_samples(indices, n, samples, sizeof samples);
-  if (ch->dead) { /* read without the lock: only its own holder writes it */
-    channel_give(ps, ch, 1);
-    snprintf(msg, msg_len,
-             "worker %d (pid %ld) is no longer running [pinloader-died %d]", w,
-             ch->pid, w);
-    return 1;
-  }
-  size_t len = sizeof(req_head) + ((size_t)dst->nfields + n) * 8;
-  uint8_t *req = malloc(len);
-  if (!req) {
-    channel_give(ps, ch, 0);
-    snprintf(msg, msg_len, "out of memory for a request of %zu bytes", len);
-    return 1;
-  }
-  int seeded;
-  uint64_t base_seed = base_seed_of(ps, info->epoch, &seeded);
-  req_head h = {REQ_MAGIC,       (uint32_t)dst->nfields, n,
-                (seeded ? REQ_RESEED : 0u) | (dst->report ? REQ_PROGRESS : 0u),
-                dst->buffer_id,  dst->buffer_bytes,
-                info->epoch,     info->seed,
-                info->batch_index, base_seed};
-  memcpy(req, &h, sizeof h);
-  memcpy(req + sizeof h, dst->offset, (size_t)dst->nfields * 8);
-  memcpy(req + sizeof h + (size_t)dst->nfields * 8, indices, (size_t)n * 8);
-  int e = send_request(ch->sock, req, len, dst->fd);
-  free(req);
+  int e = send_fill(ps, ch, indices, n, 0, info, dst);
   if (e) {
-    channel_give(ps, ch, 1);
-    snprintf(msg, msg_len,
-             "worker %d (pid %ld) exited before batch %llu of epoch %llu "
-             "(samples %s) could be sent (%s) [pinloader-died %d]",
-             w, ch->pid, (unsigned long long)info->batch_index,
-             (unsigned long long)info->epoch, samples, strerror(e), w);
+    send_failed(ps, ch, e, info, samples, msg, msg_len);
     return 1;
   }
-  /* The timeout is per sample, as the loader's stall clock (which the
-   * progress records restart): a worker is killed a while after that clock
-   * has failed the batch with PL_TIMEOUT naming the sample. */
-  double grace = info->timeout_s * 1.5 + 0.5;
-  double deadline = info->timeout_s > 0 ? now_s() + grace : 0;
   rep_head rh;
+  char *payload;
   int err_no = 0;
-  wait_result r;
-  for (;;) { /* progress records, then the reply */
-    r = recv_exact(ps, ch, &rh, sizeof rh, deadline, &err_no);
-    if (r != WAIT_OK || rh.magic != REP_MAGIC || rh.status != REP_PROGRESS)
-      break;
-    if (dst->report)
-      dst->report(dst, rh.len);
-    if (deadline > 0)
-      deadline = now_s() + grace;
-  }
-  char *payload = NULL;
-  if (r == WAIT_OK && (rh.magic != REP_MAGIC || rh.len > MAX_REPLY))
-    r = WAIT_BROKEN;
-  if (r == WAIT_OK && rh.len) {
-    payload = malloc((size_t)rh.len);
-    if (!payload)
-      r = WAIT_BROKEN, err_no = ENOMEM;
-    else
-      r = recv_exact(ps, ch, payload, (size_t)rh.len, deadline, &err_no);
-  }
+  wait_result r = read_reply(ps, ch, info, dst, &rh, &payload, &err_no);
   if (r != WAIT_OK) {
-    free(payload);
-    if (r == WAIT_TIMEOUT)
-      kill((pid_t)ch->pid, SIGKILL); /* stuck: a process can be killed */
-    channel_give(ps, ch, r != WAIT_CLOSED);
-    const char *what = r == WAIT_TIMEOUT  ? "did not finish within the timeout and was killed, "
-                       : r == WAIT_CLOSED ? "was shut down "
-                       : r == WAIT_DIED   ? "exited "
-                                          : "sent a malformed reply ";
-    snprintf(msg, msg_len,
-             "worker %d (pid %ld) %swhile loading batch %llu of epoch %llu "
-             "(samples %s)%s%s [pinloader-died %d]",
-             w, ch->pid, what, (unsigned long long)info->batch_index,
-             (unsigned long long)info->epoch, samples, err_no ? ": " : "",
-             err_no ? strerror(err_no) : "", w);
+    wait_failed(ps, ch, r, err_no, info, samples, msg, msg_len);
     return 1;
   }
   channel_give(ps, ch, 0);
@@ -665,20 +1043,7 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
                payload, (size_t)rh.len);
     return 0;
   }
-  /* An exception: payload = uint32 text length, text, pickled error. */
-  uint32_t tl = 0;
-  if (payload && rh.len >= 4)
-    memcpy(&tl, payload, 4);
-  if (tl > rh.len - 4)
-    tl = 0;
-  pthread_mutex_lock(&ps->mu);
-  uint64_t token = ++ps->next_token;
-  pthread_mutex_unlock(&ps->mu);
-  snprintf(msg, msg_len, "%.*s (worker %d, pid %ld) [pinloader-error %llu]",
-           (int)(tl < 300 ? tl : 300), payload ? payload + 4 : "", w, ch->pid,
-           (unsigned long long)token);
-  if (payload)
-    blob_put(ps, BLOB_ERROR, token, 0, 0, payload, (size_t)rh.len);
+  store_error(ps, w, ch->pid, payload, rh.len, msg, msg_len);
   return 1;
 }
 
@@ -728,26 +1093,33 @@ static void procset_dealloc(ProcSetObject *self) {
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* ProcSet(socks, sentinels, pids, filler=None, balanced=False): takes
- * copies (dup) of the fds; with a filler and no processes, batches are
- * filled in-process; balanced: any idle worker takes the next batch
- * (else batch k goes to worker k % n, as torch's). */
+/* ProcSet(socks, sentinels, pids, filler=None, balanced=False,
+ * split=False, ready=None): takes copies (dup) of the fds; with a filler and no
+ * processes, batches are filled in-process; balanced: any idle worker
+ * takes the next batch (else batch k goes to worker k % n, as torch's);
+ * split (balanced only): the first round's batches may be split in chunks
+ * over idle workers (read_split), for batches that are fixed-shape arrays
+ * with no collate_fn; ready: per worker, whether its "ready" reply has been
+ * read (default: all); one that has not gets no batch until set_ready. */
 static PyObject *procset_new(PyTypeObject *type, PyObject *args,
                              PyObject *kw) {
   static char *names[] = {"socks", "sentinels", "pids", "filler", "balanced",
-                          NULL};
-  PyObject *socks, *sents, *pids, *filler = Py_None;
-  int balanced = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|Op:ProcSet", names, &socks,
-                                   &sents, &pids, &filler, &balanced))
+                          "split", "ready", NULL};
+  PyObject *socks, *sents, *pids, *filler = Py_None, *ready = Py_None;
+  int balanced = 0, split = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OppO:ProcSet", names, &socks,
+                                   &sents, &pids, &filler, &balanced, &split,
+                                   &ready))
     return NULL;
   Py_ssize_t n = PySequence_Size(socks);
   Py_ssize_t least = filler != Py_None ? 0 : 1;
   if (n < least || n > 4096 || PySequence_Size(sents) != n ||
-      PySequence_Size(pids) != n) {
+      PySequence_Size(pids) != n ||
+      (ready != Py_None && PySequence_Size(ready) != n)) {
     if (!PyErr_Occurred())
       PyErr_SetString(PyExc_ValueError,
-                      "socks, sentinels and pids: one per worker (1 to 4096)");
+                      "socks, sentinels, pids (and ready): one per worker "
+                      "(1 to 4096)");
     return NULL;
   }
   procset *ps = calloc(1, sizeof *ps);
@@ -761,6 +1133,7 @@ static PyObject *procset_new(PyTypeObject *type, PyObject *args,
   pthread_cond_init(&ps->cv, NULL);
   ps->n = (int)n;
   ps->balanced = balanced;
+  ps->split = balanced && split;
   for (Py_ssize_t i = 0; i < n; i++)
     ps->ch[i].sock = ps->ch[i].sentinel = -1;
   for (Py_ssize_t i = 0; i < n; i++) {
@@ -776,6 +1149,17 @@ static PyObject *procset_new(PyTypeObject *type, PyObject *args,
       procset_free(ps);
       return NULL;
     }
+    int is_ready = 1;
+    if (ready != Py_None) {
+      PyObject *r = PySequence_GetItem(ready, i);
+      is_ready = r ? PyObject_IsTrue(r) : -1;
+      Py_XDECREF(r);
+      if (is_ready < 0) {
+        procset_free(ps);
+        return NULL;
+      }
+    }
+    ps->ch[i].ready = is_ready;
     ps->ch[i].sock = fcntl_dup(fa);
     ps->ch[i].sentinel = fb >= 0 ? fcntl_dup(fb) : -1;
     ps->ch[i].pid = pid;
@@ -871,6 +1255,22 @@ static PyObject *ps_set_base_seed(ProcSetObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *ps_set_ready(ProcSetObject *self, PyObject *arg) {
+  long w = PyLong_AsLong(arg);
+  procset *ps = self->ps;
+  if (w == -1 && PyErr_Occurred())
+    return NULL;
+  if (!ps || w < 0 || w >= ps->n) {
+    PyErr_SetString(PyExc_IndexError, "no such worker");
+    return NULL;
+  }
+  pthread_mutex_lock(&ps->mu);
+  ps->ch[w].ready = 1;
+  pthread_cond_broadcast(&ps->cv);
+  pthread_mutex_unlock(&ps->mu);
+  Py_RETURN_NONE;
+}
+
 static PyObject *ps_shutdown(ProcSetObject *self, PyObject *unused) {
   if (self->pid == (long)getpid())
     procset_shutdown(self->ps);
@@ -919,6 +1319,8 @@ static PyMethodDef ps_methods[] = {
     {"set_base_seed", (PyCFunction)ps_set_base_seed, METH_VARARGS,
      "set_base_seed(epoch, seed): workers reseed as torch's fresh workers "
      "do when their first batch of `epoch` arrives"},
+    {"set_ready", (PyCFunction)ps_set_ready, METH_O,
+     "set_ready(w): worker w's ready reply was read; it may get batches"},
     {"shutdown", (PyCFunction)ps_shutdown, METH_NOARGS,
      "close the workers' sockets: they exit; waiting batches fail"},
     {"close", (PyCFunction)ps_close, METH_NOARGS,
@@ -1090,10 +1492,28 @@ static PyObject *mod_from_workers(PyObject *m, PyObject *args) {
   return dataset_wrap(ds, NULL);
 }
 
+/* die_with_parent(parent_pid) -> bool: a worker process asks for SIGKILL
+ * when its parent goes (prctl PR_SET_PDEATHSIG), then checks the parent
+ * did not go before it asked (elsewhere only that: the socket's EOF
+ * tells the rest). False: the parent is gone already; the caller exits. */
+static PyObject *mod_die_with_parent(PyObject *m, PyObject *arg) {
+  long parent = PyLong_AsLong(arg);
+  if (parent == -1 && PyErr_Occurred())
+    return NULL;
+#ifdef __linux__
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    return PyErr_SetFromErrno(PyExc_OSError);
+#endif
+  return PyBool_FromLong((long)getppid() == parent);
+}
+
 static PyMethodDef worker_functions[] = {
     {"from_workers", mod_from_workers, METH_VARARGS,
      "from_workers(procset, length, fields) -> Dataset filled a batch at a "
      "time by worker processes"},
+    {"die_with_parent", mod_die_with_parent, METH_O,
+     "die_with_parent(parent_pid) -> bool: SIGKILL when the parent exits; "
+     "False when it already has"},
     {NULL, NULL, 0, NULL}};
 
 int pl_py_init_workers(PyObject *m) {

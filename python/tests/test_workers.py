@@ -48,6 +48,37 @@ def test_start_methods_load_and_raise_as_themselves(method):
     loader.close()
 
 
+def slow_init(worker_id):
+    time.sleep(0.3 if worker_id == 2 else 0)
+    if worker_id == 2 and os.environ.get("PL_TEST_INIT_FAILS"):
+        raise OSError("worker 2 could not start")
+
+
+def test_loader_made_while_a_worker_still_starts(monkeypatch):
+    """The C loader is made once every worker is forked, not once every one
+    is ready: a worker still starting (here worker 2, 0.3 s in
+    worker_init_fn) gets no batch until its "ready" is read, and its error
+    is raised by iter() as before, nothing left running."""
+    import multiprocessing
+
+    loader = pinloader.DataLoader(D.Indexed(40), batch_size=4, num_workers=3,
+                                  worker_init_fn=slow_init, output="numpy")
+    t0 = time.monotonic()
+    assert ids(loader) == list(range(40))
+    assert time.monotonic() - t0 >= 0.3  # iter() waited for worker 2
+    loader.close()
+    monkeypatch.setenv("PL_TEST_INIT_FAILS", "1")
+    before = {p.pid for p in multiprocessing.active_children()}  # other tests' loaders
+    loader = pinloader.DataLoader(D.Indexed(40), batch_size=4, num_workers=3,
+                                  worker_init_fn=slow_init, output="numpy")
+    with pytest.raises(OSError, match="worker 2 could not start"):
+        iter(loader)
+    left = [p for p in multiprocessing.active_children()
+            if p.pid not in before and p.name.startswith("pinloader-worker")]
+    assert left == []
+    loader.close()
+
+
 def test_worker_init_fn_exception_reaches_the_consumer():
     def bad_init(worker_id):
         raise OSError("no GPU for worker %d" % worker_id)

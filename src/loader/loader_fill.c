@@ -138,6 +138,12 @@ static void report_sample(const pl_batch_dst *dst, uint64_t sample) {
   atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
 }
 
+/* pl_batch_dst.abandoned: the batch's stream is over (or destroy began). */
+static int dst_abandoned(const pl_batch_dst *dst) {
+  pl_batch *b = dst->report_ctx;
+  return pl_core_abandoned(b->core, b);
+}
+
 /* pyworkers: a whole-batch dataset (source_batch_callback.c) writes the
  * batch in one call, at the plan's offsets of the memory fill_begin hands
  * out (the batch itself on the CPU, a staging buffer for CUDA: WHOLE plan,
@@ -169,7 +175,8 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
                               b->mem.host_fd,
                               shared ? b->mem.host_id : 0,
                               timed ? report_sample : NULL,
-                              b};
+                              b,
+                              dst_abandoned};
     const pl_batch_info info = {c->cfg.seed, b->epoch, b->index,
                                 c->cfg.timeout_s, b->gen, b->job};
     if (timed) {

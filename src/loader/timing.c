@@ -10,8 +10,9 @@
 void pl_timing_init(pl_core *c) {
   pl_timing *tm = &c->tm;
   tm->on = c->cfg.timings || c->tune.auto_workers || c->tune.auto_prefetch;
+  /* The link's rate is for the report: measured only where timings are. */
   tm->link_bytes_per_s =
-      c->be->vt->link_rate ? c->be->vt->link_rate(c->be) : 0;
+      tm->on && c->be->vt->link_rate ? c->be->vt->link_rate(c->be) : 0;
 }
 
 void pl_timing_snap(pl_core *c, pl_stage_snap *s) {

@@ -1,0 +1,198 @@
+"""The first round of an iteration split over idle workers (workers.c,
+read_split): a batch of more than 64 samples goes out in 64-sample chunks,
+each to the next idle worker, and the global generators restart at every
+chunk boundary, split or not (_worker.seed_chunk). What is checked: the
+split happens, it changes no sample (the same draws with 1, 2, 3 and 5
+workers, and the exact draws that seed_chunk gives), and a chunk's
+exception or death is reported as a whole batch's is, nothing hanging and
+the next iteration whole."""
+import os
+import random
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import pinloader
+from pinloader import _worker
+
+torch = pytest.importorskip("torch")
+
+N, BATCH = 600, 256  # batches of 256, 256 and 88: 4, 4 and 2 chunks
+
+
+def draws():
+    """What a sample draws from the three global generators, in order."""
+    return (np.random.randint(0, 1 << 30, size=3).tolist()
+            + [random.getrandbits(30), int(torch.randint(0, 1 << 30, (1,)).item())])
+
+
+class Draws:
+    """Each sample: its draws, its index, the worker that read it and that
+    worker's base seed (torch's WorkerInfo seed is base seed + id)."""
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        info = torch.utils.data.get_worker_info()  # None: the loader's probe
+        wid, base = (info.id, info.seed - info.id) if info is not None else (-1, 0)
+        time.sleep(0.0005)  # long enough that every worker gets a chunk
+        return np.array(draws(), dtype=np.int64), np.int64(i), np.int64(wid), np.int64(base)
+
+
+def run(workers, epochs=1):
+    torch.manual_seed(4)
+    loader = pinloader.DataLoader(Draws(), batch_size=BATCH, num_workers=workers, output="numpy")
+    out = [[tuple(np.asarray(f) for f in b) for b in loader] for _ in range(epochs)]
+    loader.close()
+    return out
+
+
+def expected(base_seed, epoch, batch, n):
+    """The draws of a batch of n samples as seed_chunk makes them."""
+    rows = []
+    for k in range(n):
+        if k % _worker.CHUNK == 0:
+            _worker.seed_chunk(base_seed, epoch, batch, k // _worker.CHUNK)
+        rows.append(draws())
+    return np.array(rows, dtype=np.int64)
+
+
+def test_first_round_is_split_and_changes_no_sample():
+    assert _worker.CHUNK == 64
+    runs = {w: run(w, epochs=2) for w in (1, 2, 3, 5)}
+    ref = runs[1]
+    for w, r in runs.items():
+        for e in range(2):
+            assert len(r[e]) == 3
+            for a, b in zip(ref[e], r[e]):
+                assert np.array_equal(a[1], b[1])  # the same samples, in order
+                assert np.array_equal(a[0], b[0]), (w, e)  # the same draws
+    # The split happened: batch 0 of a run with idle workers was read by
+    # more than one of them (a batch is 4 chunks).
+    for w in (2, 3, 5):
+        assert len(set(runs[w][0][0][2].tolist())) >= 2, w
+    assert set(runs[1][0][0][2].tolist()) == {0}
+    # The exact draws: seed_chunk(base seed, epoch, batch, chunk) at each
+    # 64 samples, whichever worker read the chunk.
+    base = int(ref[0][0][3][0])
+    for k, b in enumerate(ref[0]):
+        assert np.array_equal(b[0], expected(base, 0, k, len(b[1]))), k
+    assert not np.array_equal(ref[0][0][0], ref[1][0][0])  # a new epoch draws anew
+
+
+class FailsAt:
+    """Sample `at` raises, or kills its worker."""
+
+    def __init__(self, at, how):
+        self.at, self.how = at, how
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        time.sleep(0.0005)
+        if i == self.at:
+            if self.how == "raise":
+                raise ValueError("sample %d is bad" % i)
+            if self.how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+        return np.full(2, i, dtype=np.int32)
+
+
+def test_exception_in_a_chunk_is_the_batch_error_and_the_next_iteration_is_whole():
+    ds = FailsAt(150, "raise")  # chunk 2 of batch 0
+    loader = pinloader.DataLoader(ds, batch_size=BATCH, num_workers=3, output="numpy")
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="sample 150 is bad") as e:
+        list(loader)
+    assert time.monotonic() - t0 < 30
+    assert "dataset[150]" in "\n".join(getattr(e.value, "__notes__", []))
+    ds.at = None  # the workers' copies still fail at 150: a new loader
+    loader.close()
+    loader = pinloader.DataLoader(ds, batch_size=BATCH, num_workers=3, output="numpy")
+    assert [int(v) for b in loader for v in np.asarray(b)[:, 0]] == list(range(N))
+    loader.close()
+
+
+def test_worker_killed_in_a_chunk_names_it_and_the_chunk():
+    loader = pinloader.DataLoader(FailsAt(150, "kill"), batch_size=BATCH, num_workers=3,
+                                  output="numpy")
+    t0 = time.monotonic()
+    pids = None
+    with pytest.raises(pinloader.Error) as e:
+        it = iter(loader)
+        pids = loader.worker_pids
+        list(it)
+    assert time.monotonic() - t0 < 30  # no hang
+    msg = str(e.value)
+    assert "SIGKILL" in msg and "batch 0 of epoch 0" in msg, msg
+    assert "samples 128, 129, 130" in msg and "(64 samples)" in msg, msg  # the chunk it held
+    w, pid = map(int, re.search(r"worker (\d+) \(pid (\d+)\)", msg).groups())
+    assert pid == pids[w]
+    # The next iteration starts new workers and loads the next epoch whole
+    # (the dataset object in the parent still kills at 150: a new one).
+    loader.close()
+    loader = pinloader.DataLoader(FailsAt(None, "kill"), batch_size=BATCH, num_workers=3,
+                                  output="numpy")
+    assert [int(v) for b in loader for v in np.asarray(b)[:, 0]] == list(range(N))
+    loader.close()
+
+
+def test_no_split_where_a_chunk_could_not_say_everything():
+    """A collate_fn sees the whole batch; strings travel pickled per batch;
+    in_order=True is torch's one-worker-per-batch. Each is read by one
+    worker a batch."""
+
+    class Named(Draws):
+        def __getitem__(self, i):
+            x = super().__getitem__(i)
+            return x[1], x[2], "s%d" % i
+
+    torch.manual_seed(4)
+    for ds, kw in ((Draws(), dict(in_order=True)), (Named(), {}),
+                   (Draws(), dict(collate_fn=torch.utils.data.default_collate))):
+        loader = pinloader.DataLoader(ds, batch_size=BATCH, num_workers=3, **kw)
+        for b in loader:
+            who = b[1] if isinstance(ds, Named) else b[2]
+            assert len(set(np.asarray(who).tolist())) == 1, kw
+        loader.close()
+
+
+class Logged:
+    """Each read appends the sample's index to a file (one line, O_APPEND)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __len__(self):
+        return 512
+
+    def __getitem__(self, i):
+        if torch.utils.data.get_worker_info() is not None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.write(fd, b"%d\n" % i)
+            os.close(fd)
+        time.sleep(0.001)
+        return np.full(2, i, dtype=np.int32)
+
+
+def test_an_explicit_order_abandons_the_loaders_own_first_batches(tmp_path):
+    """shuffle=True without seed= is torch's RandomSampler, an order given
+    at iter(); the C loader has begun its own order by then. Its batches
+    are abandoned: not read beyond the chunks already out (one per worker,
+    64 samples), where they used to take a whole batch from every worker."""
+    path = str(tmp_path / "reads")
+    torch.manual_seed(0)
+    loader = pinloader.DataLoader(Logged(path), batch_size=BATCH, num_workers=2, shuffle=True,
+                                  output="numpy")
+    got = sorted(int(v) for b in loader for v in np.asarray(b)[:, 0])
+    loader.close()
+    assert got == list(range(512))
+    reads = [int(l) for l in open(path)]
+    extra = len(reads) - 512
+    assert sorted(set(reads)) == list(range(512))
+    assert extra <= 2 * _worker.CHUNK, extra  # was 2 * BATCH: a batch per worker
