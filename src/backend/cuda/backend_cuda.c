@@ -188,6 +188,7 @@ static pl_status cuda_setup(cuda_backend *be, const pl_backend_config *cfg,
   PL_TRY(pl_cuda_xform_setup(be, err));
   PL_TRY(pl_cuda_regions_register(be, plan->regions, plan->nregions, err));
   log_setup(be, plan);
+  pl_stage_pool_first(&be->pool);
   return PL_OK;
 }
 

@@ -46,14 +46,23 @@ static void warn_fallback(pl_stage_pool *p, const char *why) {
 static int stage_pin(pl_stage_pool *p, pl_stage *st, char *why, size_t cap) {
   int hostalloc = p->cfg.method == PIN_HOSTALLOC && !p->cfg.shared;
   cudaError_t rc;
+  double t0 = pl_now(), t1 = t0;
   if (PL_FAULT(PL_FAULT_PIN_ALLOC))
     rc = cudaErrorMemoryAllocation;
   else if (hostalloc)
     rc = cudaHostAlloc(&st->p, p->cfg.bytes, cudaHostAllocDefault);
   else if (!(st->p = stage_pages_alloc(p, st)))
     rc = cudaErrorMemoryAllocation;
-  else
+  else {
+    t1 = pl_now();
     rc = cudaHostRegister(st->p, p->cfg.bytes, cudaHostRegisterDefault);
+  }
+  /* Where a loader's start goes (the first batch waits for its buffer). */
+  pl_log(p->cfg.log, PL_LOG_DEBUG,
+         "%s: staging buffer of %llu bytes: pages %.2f ms, %s %.2f ms",
+         p->cfg.name, (unsigned long long)p->cfg.bytes, (t1 - t0) * 1e3,
+         hostalloc ? "cudaHostAlloc" : "cudaHostRegister",
+         (pl_now() - t1) * 1e3);
   if (rc == cudaSuccess) {
     st->pinned = 1;
     st->registered = !hostalloc;
@@ -229,6 +238,16 @@ static pl_status wait_oldest(pl_stage_pool *p, pl_stage *st, pl_error *err) {
   }
   stage_account(p, st);
   return PL_OK;
+}
+
+void pl_stage_pool_first(pl_stage_pool *p) {
+  if (!p->cfg.bytes || !p->slots)
+    return; /* the plan stages nothing */
+  pthread_mutex_lock(&p->mu);
+  pl_stage *st = find_empty(p);
+  if (st && stage_grow(p, st, NULL) == PL_OK)
+    st->state = STAGE_FREE;
+  pthread_mutex_unlock(&p->mu);
 }
 
 pl_status pl_stage_acquire(pl_stage_pool *p, pl_stage **out, pl_error *err) {

@@ -1,8 +1,9 @@
 /* The staging pool: the page-locked host buffers workers gather batches
  * (or chunks of them) into, and the copy engine reads from.
  *
- * Size. `count` buffers of `bytes` each (both from the copy plan), made
- * lazily on first need, pinned once and reused until destroy: nothing is
+ * Size. `count` buffers of `bytes` each (both from the copy plan), the
+ * first made with the pool (pl_stage_pool_first) and the others on first
+ * need, pinned once and reused until destroy: nothing is
  * pinned, unpinned, allocated or freed per batch. There are as many as
  * the workers need at once (prefetch-deep for whole batches, two per
  * worker for chunks), not one per batch buffer.
@@ -81,6 +82,13 @@ pl_status pl_stage_pool_init(pl_stage_pool *p, const pl_stage_pool_config *cfg,
 void pl_stage_pool_destroy(pl_stage_pool *p);
 
 /* Takes a buffer for a filler (BUSY, its last copy finished). */
+/* Makes the first buffer now, while nothing else runs: a loader's first
+ * batch then does not wait for its buffer behind the others being made at
+ * the same time (on the H200 machine six 12 MB buffers made at once took
+ * 12-18 ms each, one alone about 3). Best effort: a failure is met again,
+ * and reported, by the acquire that needs the buffer. */
+void pl_stage_pool_first(pl_stage_pool *p);
+
 pl_status pl_stage_acquire(pl_stage_pool *p, pl_stage **out, pl_error *err);
 /* Gives a BUSY buffer back; `copied`: a copy out of it was just queued,
  * bracketed by its start/done events. */
