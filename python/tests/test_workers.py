@@ -495,3 +495,40 @@ def test_worker_processes_into_cuda_match_cpu():
         st = gpu.stats()
         assert st["pinned_bytes"] > 0 and st["pinned_fallbacks"] == 0
         gpu.close()
+
+
+def test_fork_gate_holds_children_until_the_last_fork():
+    """_worker.fork_gate: a child forked inside the block waits at its very
+    start until the block ends (then the parent's next forks do not pay for
+    its copy-on-write faults); outside a block a fork is not held."""
+    from pinloader import _worker
+
+    def child_reports(r, w):
+        os.close(r)
+        os.write(w, b"%.6f" % time.monotonic())
+        os._exit(0)
+
+    def fork_and_time(block):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            child_reports(r, w)
+        os.close(w)
+        if block:
+            time.sleep(0.3)
+        return pid, r
+
+    with _worker.fork_gate(1):
+        pid, r = fork_and_time(block=True)
+        released_at = time.monotonic()
+    t = float(os.read(r, 64))
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert t >= released_at - 0.01  # it ran only once the block ended
+    t0 = time.monotonic()
+    pid, r = fork_and_time(block=False)
+    t = float(os.read(r, 64))
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert t - t0 < 0.25  # not held
+    assert _worker._fork_gate is None
