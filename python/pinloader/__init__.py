@@ -17,7 +17,6 @@ through DLPack; a batch goes back to the pool when the last tensor made from
 it is freed. See python/README.md, "Coming from torch".
 """
 import atexit
-import contextlib
 import itertools
 import os
 import pickle
@@ -306,26 +305,23 @@ class _Engine:
         spec.parent_pid = None if ctx.get_start_method() == "forkserver" else os.getpid()
         socks = []
         starting = {}
-        forking = ctx.get_start_method() == "fork"
         try:
-            with _worker.fork_gate(dl.num_workers) if forking else contextlib.nullcontext():
-                for w in range(dl.num_workers):
-                    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                    p = ctx.Process(target=_worker.worker_main, args=(child, spec, w),
-                                    daemon=True, name="pinloader-worker-%d" % w)
-                    # A forked child must never collect the parent's garbage:
-                    # a loader freed there would stop the parent's threads'
-                    # copies and shut the parent's sockets. Frozen objects are
-                    # never collected; the child keeps them frozen (Python's
-                    # advice).
-                    gc.freeze()
-                    try:
-                        p.start()
-                    finally:
-                        gc.unfreeze()
-                    child.close()
-                    self.procs.append(p)
-                    socks.append(parent)
+            for w in range(dl.num_workers):
+                parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                p = ctx.Process(target=_worker.worker_main, args=(child, spec, w), daemon=True,
+                                name="pinloader-worker-%d" % w)
+                # A forked child must never collect the parent's garbage: a
+                # loader freed there would stop the parent's threads' copies
+                # and shut the parent's sockets. Frozen objects are never
+                # collected; the child keeps them frozen (Python's advice).
+                gc.freeze()
+                try:
+                    p.start()
+                finally:
+                    gc.unfreeze()
+                child.close()
+                self.procs.append(p)
+                socks.append(parent)
             ready = []
             for w, (s, p) in enumerate(zip(socks, self.procs)):
                 came = select.select([s], [], [], 0)[0]

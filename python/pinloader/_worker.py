@@ -329,58 +329,6 @@ def _set_worker_info(worker_id, num_workers, seed, dataset):
 
 # ---------------------------------------------------------------- the process
 
-# ---------------------------------------------------------------- the fork gate
-
-# Forked workers wait, at the very start, until the loader has forked the
-# last of them: a child's first milliseconds copy-on-write-fault many of
-# the parent's pages, and the parent forking the next child meanwhile paid
-# for it (on the H200 machine a loader's sixth fork took 19-32 ms instead
-# of 6-8). (read fd, write fd) while a loader forks its workers, else None;
-# a child forked then (by anyone: a byte or EOF frees it) waits for a byte.
-_fork_gate = None
-
-
-def _gate_child():
-    global _fork_gate
-    gate, _fork_gate = _fork_gate, None
-    if gate is None:
-        return
-    r, w = gate
-    os.close(w)  # EOF frees it should the parent die first
-    try:
-        os.read(r, 1)
-    except OSError:
-        pass
-    os.close(r)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_gate_child)
-
-
-class fork_gate:
-    """with fork_gate(n): forks made inside wait, in the child, until the
-    block ends (n: how many may wait)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __enter__(self):
-        global _fork_gate
-        _fork_gate = os.pipe()
-        return self
-
-    def __exit__(self, *exc):
-        global _fork_gate
-        r, w = _fork_gate
-        _fork_gate = None
-        try:
-            os.write(w, b"g" * self.n)
-        finally:
-            os.close(w)  # the rest (none, or a foreign child) see EOF
-            os.close(r)
-
-
 def _die_with_parent(parent_pid):
     """Linux: die with the parent (prctl PR_SET_PDEATHSIG, in C: no ctypes
     to import in every worker), and exit now if it is already gone. The
