@@ -281,8 +281,9 @@ class _Engine:
                 self.ps = _C.ProcSet([], [], [], _LocalFiller(spec))
                 # One iterator must be read in order: one thread at most.
                 threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
-            self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
         try:
+            if plan.native is None:
+                self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
             extra = {"transforms": dl._xf_specs} if plan.native is not None and dl._xf_specs else {}
             self.ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
             self._finish_start(starting, dl.timeout)
@@ -565,6 +566,8 @@ class _Engine:
             return exc
         it.mid_epoch = 0  # the C loader ended the epoch
         msg = str(exc)
+        if re.search(r"\[pinloader-died (\d+)\]", msg):
+            self.broken = True  # (also with a worker's exception: a split batch)
         m = re.search(r"\[pinloader-error (\d+)\]", msg)
         if m and self.ps is not None:
             rep = self.ps.take_error(int(m.group(1)))

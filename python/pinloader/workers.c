@@ -792,6 +792,7 @@ typedef struct splitter {
   part *parts; /* in flight: one per channel at most */
   int nparts;
   int failed; /* msg holds the first failure; later ones are dropped */
+  int later_died; /* a worker that died after the first failure, or -1 */
   char *msg, scratch[512];
   size_t msg_len;
 } splitter;
@@ -802,6 +803,13 @@ static char *fail_text(splitter *s, size_t *cap) {
   s->failed = 1;
   *cap = first ? s->msg_len : sizeof s->scratch;
   return first ? s->msg : s->scratch;
+}
+
+/* A later failure that killed worker w's channel: the message must still
+ * say a worker died (the loader restarts its workers on that tag). */
+static void note_death(splitter *s, const char *m, int w) {
+  if (m == s->scratch && s->later_died < 0)
+    s->later_died = w;
 }
 
 /* Gives ch the next chunk, or gives ch back when none is left (or the
@@ -827,7 +835,10 @@ static void split_feed(splitter *s, channel *ch) {
     describe_samples(s->indices + first, cnt, samples, sizeof samples);
     size_t cap;
     char *m = fail_text(s, &cap);
+    int w = (int)(ch - s->ps->ch);
     send_failed(s->ps, ch, e, s->info, samples, m, cap);
+    if (e > 0)
+      note_death(s, m, w);
     return;
   }
   s->next += cnt;
@@ -859,6 +870,7 @@ static void split_take_idle(splitter *s, const waiter *me, channel **got) {
       size_t cap;
       char *m = fail_text(s, &cap);
       no_longer_running(ps, got[i], m, cap);
+      note_death(s, m, (int)(got[i] - ps->ch));
     } else {
       split_feed(s, got[i]);
     }
@@ -879,6 +891,8 @@ static void split_collect(splitter *s, int i) {
     describe_samples(s->indices + p.first, p.n, samples, sizeof samples);
     char *m = fail_text(s, &cap);
     wait_failed(s->ps, p.ch, r, err_no, s->info, samples, m, cap);
+    if (r != WAIT_CLOSED)
+      note_death(s, m, (int)(p.ch - s->ps->ch));
     return;
   }
   if (rh.status == REP_OK && !payload) {
@@ -887,6 +901,10 @@ static void split_collect(splitter *s, int i) {
   }
   int w = (int)(p.ch - s->ps->ch);
   channel_give(s->ps, p.ch, 0);
+  if (s->failed) { /* one error per batch: a second one is not kept */
+    free(payload);
+    return;
+  }
   char *m = fail_text(s, &cap);
   if (rh.status == REP_OK) { /* split batches have no pickled parts */
     free(payload);
@@ -938,14 +956,17 @@ static void split_sent(procset *ps, waiter *me, const pl_batch_info *info) {
 static int read_split(procset *ps, const uint64_t *indices, uint32_t n,
                       const pl_batch_info *info, const pl_batch_dst *dst,
                       char *msg, size_t msg_len) {
-  splitter s = {ps, indices, n, 0, info, dst, NULL, 0, 0, msg, {0}, msg_len};
+  splitter s = {ps, indices, n, 0, info, dst, NULL, 0, 0, -1, msg, {0}, msg_len};
   s.parts = calloc((size_t)ps->n, sizeof *s.parts);
   channel **got = calloc((size_t)ps->n, sizeof *got);
   struct pollfd *pf = calloc(2 * (size_t)ps->n, sizeof *pf);
-  if (!s.parts || !got || !pf) {
+  if (!s.parts || !got || !pf) { /* filled whole; the next job need not wait */
     free(s.parts);
     free(got);
     free(pf);
+    pthread_mutex_lock(&ps->mu);
+    split_turn_done(ps, info);
+    pthread_mutex_unlock(&ps->mu);
     return -1;
   }
   waiter me = {NULL, info->stream, info->epoch, info->batch_index};
@@ -974,15 +995,22 @@ static int read_split(procset *ps, const uint64_t *indices, uint32_t n,
     }
     if (s.nparts > 0) {
       split_wait(&s, pf, queued ? 2 : WAIT_SLICE_MS);
-    } else if (!s.failed) { /* every worker is busy with other batches */
+    } else if (!s.failed) { /* the workers are busy, or an earlier batch waits */
       pthread_mutex_lock(&ps->mu);
-      if (!ps->closing && !idle_channel(ps))
+      if (!ps->closing &&
+          (!first_waiting_in(ps->waiting, &me) || !idle_channel(ps)))
         wait_briefly(ps);
       pthread_mutex_unlock(&ps->mu);
     }
   }
   if (queued)
     split_sent(ps, &me, info);
+  if (s.failed && s.later_died >= 0 && !strstr(msg, "[pinloader-died")) {
+    size_t used = strlen(msg);
+    if (used + 32 < msg_len)
+      snprintf(msg + used, msg_len - used, "; a worker died too [pinloader-died %d]",
+               s.later_died);
+  }
   free(s.parts);
   free(got);
   free(pf);
