@@ -81,14 +81,15 @@ pl_status pl_stage_pool_init(pl_stage_pool *p, const pl_stage_pool_config *cfg,
  * the stream). Safe on a zeroed pool and on one whose init failed. */
 void pl_stage_pool_destroy(pl_stage_pool *p);
 
-/* Takes a buffer for a filler (BUSY, its last copy finished). */
-/* Makes the first buffer now, while nothing else runs: a loader's first
- * batch then does not wait for its buffer behind the others being made at
- * the same time (on the H200 machine six 12 MB buffers made at once took
- * 12-18 ms each, one alone about 3). Best effort: a failure is met again,
- * and reported, by the acquire that needs the buffer. */
+/* Makes the first buffer now, at create: a loader's first batch then does
+ * not wait for its buffer behind the others being made at the same time
+ * (on the H200 machine six 12 MB buffers made at once by six workers took
+ * 8-19 ms each, and the first batch's came last; one made alone takes
+ * about 10, now inside create). Best effort: a failure is met again, and
+ * reported, by the acquire that needs the buffer. */
 void pl_stage_pool_first(pl_stage_pool *p);
 
+/* Takes a buffer for a filler (BUSY, its last copy finished). */
 pl_status pl_stage_acquire(pl_stage_pool *p, pl_stage **out, pl_error *err);
 /* Gives a BUSY buffer back; `copied`: a copy out of it was just queued,
  * bracketed by its start/done events. */
