@@ -751,9 +751,8 @@ static int split_wanted(const procset *ps, const pl_batch_info *info,
  * chunks, so that job 0 has every idle worker first, then job 1... (a
  * later job's thread may well get here first). 0: go on; -1: a batch of
  * an abandoned stream, or the loader is closing (left to the whole
- * batch's path, which says so). A job
- * whose fill failed before it got here never comes: after a few seconds
- * the next goes on. [mu] */
+ * batch's path, which says so). A job whose fill failed before it got
+ * here never comes: after a few seconds the next goes on. [mu] */
 static int split_turn(procset *ps, const pl_batch_info *info,
                       const pl_batch_dst *dst) {
   if (info->stream > ps->split_stream) {
@@ -950,9 +949,9 @@ static void split_sent(procset *ps, waiter *me, const pl_batch_info *info) {
 
 /* Fills the batch in chunks (see split_wanted): 0, 1 (msg says why), or
  * -1 when it is to be filled whole instead (no memory to split it, a
- * stale stream). After a
- * failure nothing more is sent, and what is in flight is still read, so
- * that no worker's reply is left for its next request to find. */
+ * stale stream). After a failure nothing more is sent, and what is in
+ * flight is still read, so that no worker's reply is left for its next
+ * request to find. */
 static int read_split(procset *ps, const uint64_t *indices, uint32_t n,
                       const pl_batch_info *info, const pl_batch_dst *dst,
                       char *msg, size_t msg_len) {
