@@ -811,17 +811,25 @@ static void note_death(splitter *s, const char *m, int w) {
     s->later_died = w;
 }
 
-/* Gives ch the next chunk, or gives ch back when none is left (or the
- * batch has failed). */
-static void split_feed(splitter *s, channel *ch) {
-  pthread_mutex_lock(&s->ps->mu);
-  int abandoned = batch_abandoned(s->ps, s->info, s->dst);
-  pthread_mutex_unlock(&s->ps->mu);
-  if (abandoned && !s->failed) {
+/* Whether the batch is abandoned (then failed: nothing more is sent, and
+ * what is in flight is still read). [mu] */
+static int split_check_abandoned(splitter *s) {
+  if (!batch_abandoned(s->ps, s->info, s->dst))
+    return 0;
+  if (!s->failed) {
     size_t cap;
     char *m = fail_text(s, &cap);
     snprintf(m, cap, "a batch of an abandoned stream (not read)");
   }
+  return 1;
+}
+
+/* Gives ch the next chunk, or gives ch back when none is left (or the
+ * batch has failed). */
+static void split_feed(splitter *s, channel *ch) {
+  pthread_mutex_lock(&s->ps->mu);
+  split_check_abandoned(s);
+  pthread_mutex_unlock(&s->ps->mu);
   if (s->failed || s->next >= s->n) {
     channel_give(s->ps, ch, 0);
     return;
@@ -851,19 +859,13 @@ static void split_take_idle(splitter *s, const waiter *me, channel **got) {
   int k = 0;
   channel *ch;
   pthread_mutex_lock(&ps->mu);
-  int abandoned = batch_abandoned(ps, s->info, s->dst);
-  if (!ps->closing && !abandoned && first_waiting_in(ps->waiting, me))
+  if (!ps->closing && !split_check_abandoned(s) &&
+      first_waiting_in(ps->waiting, me))
     while ((uint32_t)k < left && (ch = idle_channel(ps))) {
       ch->busy = 1;
       got[k++] = ch;
     }
   pthread_mutex_unlock(&ps->mu);
-  if (abandoned && !s->failed) { /* send no more; what is in flight is read */
-    size_t cap;
-    char *m = fail_text(s, &cap);
-    snprintf(m, cap, "a batch of an abandoned stream (not read)");
-    return;
-  }
   for (int i = 0; i < k; i++) {
     if (got[i]->dead) { /* every worker is dead: say so */
       size_t cap;
