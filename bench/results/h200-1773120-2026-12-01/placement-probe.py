@@ -2,23 +2,10 @@
 processes run NumpyAug's __getitem__ for 3 s each, placed: by the scheduler,
 on even CPUs, on CPUs 0-5, on odd CPUs. Prints each process's us/sample."""
 import os, sys, time, multiprocessing as mp
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # bench/
 import numpy as np
-MEAN = np.array([0.4914, 0.4822, 0.4465], np.float32).reshape(3, 1, 1)
-STD = np.array([0.2470, 0.2435, 0.2616], np.float32).reshape(3, 1, 1)
-class NumpyAug:  # bench/python_workers.py's
-    def __init__(self, n=50000, seed=0):
-        rng = np.random.default_rng(seed)
-        self.images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
-        self.labels = rng.integers(0, 10, n).tolist()
-    def __getitem__(self, i):
-        img = np.pad(self.images[i], ((4, 4), (4, 4), (0, 0)), mode="reflect")
-        y, x = np.random.randint(0, 9, 2)
-        img = img[y:y + 32, x:x + 32]
-        if np.random.rand() < 0.5:
-            img = img[:, ::-1]
-        chw = img.transpose(2, 0, 1).astype(np.float32) / 255.0
-        return (chw - MEAN) / STD, self.labels[i]
-ds = NumpyAug(n=50000)
+import python_workers as pw  # its NumpyAug (needs pinloader importable)
+ds = pw.NumpyAug(n=50000)
 def one(q, cpu, secs):
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})

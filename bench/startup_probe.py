@@ -1,9 +1,16 @@
-"""Where the seed benchmark's first epoch goes: a timeline of pinloader's start
-(forks, the C loader, each staging buffer, each chunk's views and fill).
-Run from this folder: python3 startup-probe.py (needs torchvision, CUDA)."""
+"""Where the first epoch of the CIFAR10 + ToTensor benchmark goes
+(python_workers.py --parts seed): a timeline of pinloader's start on one
+clock, parent and workers. It prints the time of raw forks, of each
+DataLoader's forks, ready waits and C loader, each staging buffer (the
+debug log), each worker's views and fills (rep 0 and 2), and Python's
+garbage collections over 1 ms; then 3 whole epochs of pinloader and torch.
+Needs torchvision and CUDA: python3 bench/startup_probe.py
+
+The earlier versions that ran for bench/results (h200-debed47,
+h200-77671e1, h200-4ece407) printed a subset: see each folder's README."""
 import os, sys, time, pickle, tempfile
 import numpy as np, torch
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # bench/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/
 import python_workers as pw
 import pinloader
 from pinloader import _worker
