@@ -590,7 +590,10 @@ typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
      "headroom: after replay_after batches keep this many and hand them out " \
      "again instead of loading (the data repeats: a measurement mode); 0 off") \
   XX(replay_after, U64, 0, 0, UINT64_MAX,                                     \
-     "batches loaded and handed out normally before the replay")
+     "batches loaded and handed out normally before the replay")             \
+  XX(explicit_order, BOOL, 0, 0, 1,                                           \
+     "every epoch's batches come from pl_loader_set_order: nothing is read "  \
+     "before the first")
 
 /* What an option holds, and how pl_loader_config_set reads its text. */
 typedef enum pl_option_type {
@@ -658,6 +661,12 @@ typedef struct pl_loader_config {
    * the array may be freed after pl_loader_create. Default none. */
   const pl_transform *transforms;
   int num_transforms;
+
+  /* An order from the caller only (a sampler of its own): the loader's
+   * stream starts empty, as an explicit epoch of no batches, so that no
+   * worker reads a batch of the loader's own order before the first
+   * pl_loader_set_order. */
+  int explicit_order;
 } pl_loader_config;
 
 /* num_workers / prefetch PL_AUTO ("auto"): tuned at run time from measured
@@ -797,14 +806,33 @@ PL_API pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch,
  * batch k being indices[starts[k] .. starts[k+1]) (nbatches + 1 starts,
  * starts[0] = 0, each batch 1 to batch_size samples, each index below the
  * dataset's length). The loader copies the arrays. No sharding is applied
- * (the caller's order is this rank's). The stream ends with this epoch:
- * after its PL_END_OF_EPOCH the loader goes on with its own order at
- * epoch + 1, unless given another explicit epoch first. State blobs
- * cannot describe such an epoch: pl_loader_save_state fails during it. */
+ * (the caller's order is this rank's). The stream ends with this epoch
+ * (pl_loader_next returns PL_END_OF_EPOCH after its last batch, and again
+ * after that) unless another explicit epoch is queued after it
+ * (pl_loader_queue_order) or the stream is restarted (set_order,
+ * set_epoch, load_state). State blobs cannot describe such an epoch:
+ * pl_loader_save_state fails during it. */
 PL_API pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
                                      const uint64_t *indices,
                                      const uint64_t *starts,
                                      uint64_t nbatches, pl_error *err);
+
+/* The explicit epoch after the current one, given before the current one
+ * is consumed, so that workers go on into it instead of waiting at the
+ * epoch's end: its batches follow the current explicit epoch's in the same
+ * stream (after its PL_END_OF_EPOCH), filled as the prefetch depth allows.
+ * The arrays are as in pl_loader_set_order; neither epoch may be empty.
+ * `epoch` must be the one after the stream's current explicit epoch; one
+ * epoch may be queued at a time, and queueing the next one, once every
+ * batch before the queued epoch has been taken, drops the epoch before it.
+ * PL_BAD_STATE: the stream is not an explicit epoch, or an epoch is queued
+ * already and the consumer has not reached it. A caller who finds the
+ * queued epoch unwanted restarts the stream (pl_loader_set_order): the
+ * batches already filled are discarded. */
+PL_API pl_status pl_loader_queue_order(pl_loader *ld, uint64_t epoch,
+                                       const uint64_t *indices,
+                                       const uint64_t *starts,
+                                       uint64_t nbatches, pl_error *err);
 
 /* The epoch that the next batch belongs to. */
 PL_API uint64_t pl_loader_epoch(const pl_loader *ld);

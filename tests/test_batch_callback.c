@@ -2,7 +2,8 @@
  * (pl_loader_set_order): one call per batch with the batch's indices in
  * order, shared batch memory another mapping of the memfd can write,
  * PL_READ_INTERRUPTED giving the batch back, explicit epochs delivered
- * exactly as listed, and a batch's callback told when it is abandoned. */
+ * exactly as listed (also one queued after another, filled before the
+ * first ends), and a batch's callback told when it is abandoned. */
 #include "testutil.h"
 
 #include <stdatomic.h>
@@ -27,6 +28,7 @@ typedef struct cb_state {
   atomic_int block_once;  /* the next call waits until its batch is abandoned */
   atomic_int blocked;     /* 1 while it waits, 2 once it saw abandoned() */
   atomic_int abandoned_at_entry;
+  atomic_int reads_of[64]; /* times each sample index (below 64) was read */
 } cb_state;
 
 static int write_batch(void *user, const uint64_t *idx, uint32_t n,
@@ -46,6 +48,9 @@ static int write_batch(void *user, const uint64_t *idx, uint32_t n,
     snprintf(msg, cap, "abandoned");
     return 6;
   }
+  for (uint32_t i = 0; i < n; i++)
+    if (idx[i] < 64)
+      atomic_fetch_add(&st->reads_of[idx[i]], 1);
   for (uint32_t i = 0; i < n; i++)
     if ((int64_t)idx[i] == st->fail_index) {
       snprintf(msg, cap, "sample %llu is bad (epoch %llu)",
@@ -309,6 +314,130 @@ static void test_explicit_order(int workers) {
   pl_loader_destroy(ld);
 }
 
+/* Takes the next batch and checks it is batch k of `epoch`, holding
+ * idx[starts[k] .. starts[k + 1]). */
+static void next_is(pl_loader *ld, uint64_t epoch, uint64_t k,
+                    const uint64_t *idx, const uint64_t *starts) {
+  pl_batch *b;
+  pl_error err;
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  if (!b)
+    return;
+  CHECK_EQ_U64(pl_batch_epoch(b), epoch);
+  CHECK_EQ_U64(pl_batch_index(b), k);
+  check_batch(b, idx + starts[k], (uint32_t)(starts[k + 1] - starts[k]));
+  pl_batch_release(b, NULL);
+}
+
+static void end_is(pl_loader *ld, uint64_t next_epoch) {
+  pl_batch *b;
+  pl_error err;
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+  CHECK_EQ_U64(pl_loader_epoch(ld), next_epoch);
+}
+
+/* pl_loader_queue_order: the explicit epoch after the current one follows
+ * it in the same stream, its batches filled by workers before the current
+ * epoch's end is taken; bad queues are refused with nothing changed. */
+static void test_queued_order(int workers) {
+  cb_state st = {.fail_index = -1};
+  pl_dataset *ds = make_ds(&st, 30, 0);
+  pl_loader *ld = make_loader(ds, 5, workers);
+  pl_dataset_destroy(ds);
+  const uint64_t a[] = {29, 3, 3, 7, 0, 11, 12, 13, 14, 15, 2};
+  const uint64_t a_starts[] = {0, 1, 4, 9, 11}; /* batches of 1, 3, 5, 2 */
+  const uint64_t b[] = {20, 21, 22, 23, 24, 25, 26};
+  const uint64_t b_starts[] = {0, 5, 7};
+  const uint64_t c[] = {9, 8};
+  const uint64_t c_starts[] = {0, 2};
+  const uint64_t none[] = {0};
+  pl_error err;
+  CHECK_STATUS(pl_loader_queue_order(ld, 8, b, b_starts, 2, &err),
+               PL_BAD_STATE, &err);
+  CHECK_MSG(&err, "no explicit epoch to queue epoch 8 after "
+                  "(pl_loader_set_order begins one)");
+  CHECK_OK(pl_loader_set_order(ld, 7, a, a_starts, 4, &err), &err);
+  CHECK_STATUS(pl_loader_queue_order(ld, 9, b, b_starts, 2, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "epoch 9 does not follow the explicit epoch 7");
+  CHECK_STATUS(pl_loader_queue_order(ld, 8, b, none, 0, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "epoch 8 is empty: an empty epoch is given by "
+                  "pl_loader_set_order, never queued or followed");
+  CHECK_OK(pl_loader_queue_order(ld, 8, b, b_starts, 2, &err), &err);
+  CHECK_STATUS(pl_loader_queue_order(ld, 9, c, c_starts, 1, &err),
+               PL_BAD_STATE, &err);
+  CHECK_MSG(&err, "epoch 8 is queued already, and the consumer has not "
+                  "reached it");
+  for (uint64_t k = 0; k < 3; k++)
+    next_is(ld, 7, k, a, a_starts);
+  CHECK_STATUS(pl_loader_queue_order(ld, 9, c, c_starts, 1, &err),
+               PL_BAD_STATE, &err); /* batch 3 of epoch 7 is still to come */
+  next_is(ld, 7, 3, a, a_starts);
+  if (workers > 0) { /* the workers went on into epoch 8 by themselves */
+    for (int i = 0; i < 5000 && atomic_load(&st.reads_of[20]) == 0; i++)
+      usleep(1000);
+    CHECK_EQ_U64(atomic_load(&st.reads_of[20]), 1);
+  }
+  /* Every batch before epoch 8 taken: epoch 7 is dropped, 9 follows 8. */
+  CHECK_OK(pl_loader_queue_order(ld, 9, c, c_starts, 1, &err), &err);
+  end_is(ld, 8);
+  next_is(ld, 8, 0, b, b_starts);
+  next_is(ld, 8, 1, b, b_starts);
+  end_is(ld, 9);
+  next_is(ld, 9, 0, c, c_starts);
+  end_is(ld, 10);
+  end_is(ld, 11); /* the stream ends with the last explicit epoch */
+  CHECK_EQ_U64(atomic_load(&st.reads_of[20]), 1); /* each batch read once */
+  CHECK_EQ_U64(atomic_load(&st.reads_of[9]), 1);
+  /* An unwanted queued epoch: set_order restarts the stream without it. */
+  CHECK_OK(pl_loader_set_order(ld, 20, c, c_starts, 1, &err), &err);
+  CHECK_OK(pl_loader_queue_order(ld, 21, b, b_starts, 2, &err), &err);
+  CHECK_OK(pl_loader_set_order(ld, 21, a, a_starts, 4, &err), &err);
+  for (uint64_t k = 0; k < 4; k++)
+    next_is(ld, 21, k, a, a_starts);
+  end_is(ld, 22);
+  end_is(ld, 23);
+  /* Nor is an empty explicit epoch followed. */
+  CHECK_OK(pl_loader_set_order(ld, 30, NULL, none, 0, &err), &err);
+  CHECK_STATUS(pl_loader_queue_order(ld, 31, c, c_starts, 1, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "epoch 30 is empty: an empty epoch is given by "
+                  "pl_loader_set_order, never queued or followed");
+  end_is(ld, 31);
+  pl_loader_destroy(ld);
+}
+
+/* config.explicit_order: nothing is read before the first set_order (no
+ * batch of the loader's own order), which then delivers as usual. */
+static void test_explicit_order_only(void) {
+  cb_state st = {.fail_index = -1};
+  pl_dataset *ds = make_ds(&st, 30, 0);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 5;
+  cfg.num_workers = 2;
+  cfg.device = PL_DEVICE_CPU;
+  cfg.epoch = 4;
+  cfg.explicit_order = 1;
+  pl_loader *ld = NULL;
+  pl_error err;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pl_dataset_destroy(ds);
+  usleep(50000); /* workers of the loader's own order would read by now */
+  CHECK_EQ_U64(atomic_load(&st.calls), 0);
+  CHECK_EQ_U64(pl_loader_epoch(ld), 4);
+  end_is(ld, 5); /* the empty epoch 4 */
+  const uint64_t a[] = {8, 1, 2};
+  const uint64_t a_starts[] = {0, 1, 3};
+  CHECK_OK(pl_loader_set_order(ld, 5, a, a_starts, 2, &err), &err);
+  next_is(ld, 5, 0, a, a_starts);
+  next_is(ld, 5, 1, a, a_starts);
+  end_is(ld, 6);
+  CHECK_EQ_U64(atomic_load(&st.calls), 2);
+  pl_loader_destroy(ld);
+}
+
 /* dst->abandoned: 0 while the batch is wanted, nonzero once set_epoch
  * has begun another stream (a callback reading in parts stops early). */
 static void test_abandoned_batch_is_told(void) {
@@ -343,6 +472,9 @@ int main(void) {
   test_interrupted_read_is_retried();
   test_explicit_order(0);
   test_explicit_order(2);
+  test_queued_order(0);
+  test_queued_order(2);
+  test_explicit_order_only();
   test_abandoned_batch_is_told();
   return pl_test_finish("test_batch_callback");
 }

@@ -215,13 +215,44 @@ OPTION_NAMES = {
     "timeout": "timeout_s", "log_level": "log_level", "cpu_budget": "cpu_budget",
     "replay_batches": "replay_batches", "replay_after": "replay_after", "timings": "timings",
 }
-OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'"}
+OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'",
+                  "explicit_order": "sampler= (or shuffle=True without seed=)"}
 
 
 def _prefetch(prefetch_factor, num_workers):
     if isinstance(prefetch_factor, int) and isinstance(num_workers, int):
         return prefetch_factor * max(1, num_workers)
     return prefetch_factor  # not an int: the C side says what it must be
+
+
+def _order_arrays(batches):
+    """Batches of sample indices -> (indices, starts) as the C loader's
+    explicit orders take them: batch k = indices[starts[k]:starts[k+1]]."""
+    import numpy as np
+
+    starts = np.zeros(len(batches) + 1, dtype=np.uint64)
+    if batches:
+        starts[1:] = np.cumsum([len(b) for b in batches])
+    indices = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.uint64,
+                          count=int(starts[-1]))
+    return indices, starts
+
+
+def _generator_of(dl):
+    """The torch generator a loader's iter() draws from."""
+    return dl.generator if dl.generator is not None else _torch().default_generator
+
+
+class _Guess:
+    """The next epoch's order, drawn early and queued (_Engine._look_ahead):
+    the epoch, its batch count and base seed, the generator's state before
+    and after the draws, and the dataset's length then."""
+
+    __slots__ = ("epoch", "nbatches", "seed", "before", "after", "n")
+
+    def __init__(self, epoch, nbatches, seed, before, after, n):
+        self.epoch, self.nbatches, self.seed = epoch, nbatches, seed
+        self.before, self.after, self.n = before, after, n
 
 
 _live = weakref.WeakSet()
@@ -257,6 +288,9 @@ class _Engine:
         self.fresh = False  # set_epoch / load_state_dict: begin where it stands
         self.exhausted = set()  # IterableDataset workers that ran out
         self.next_epoch = first_epoch  # an explicit order's next epoch
+        self.extra = False  # a second iterator's engine (zip(loader, loader))
+        self.guess = None  # the next epoch's order, guessed and queued
+        self.look_at = None  # (epoch, batch index): when to guess it
         plan = dl._plan
         starting = {}  # workers whose "ready" has not come yet: their sockets
         if plan.native is not None:
@@ -286,6 +320,8 @@ class _Engine:
                 self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
             extra = {"transforms": dl._xf_specs} if plan.native is not None and dl._xf_specs else {}
             self.ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
+            depth = _prefetch(dl.prefetch_factor, threads)
+            self.depth = depth if isinstance(depth, int) else 4 * max(1, threads)
             self._finish_start(starting, dl.timeout)
         except BaseException:
             for s in starting.values():
@@ -435,16 +471,25 @@ class _Engine:
 
     # -- orders and iteration
 
-    def begin_epoch(self, base_seed):
+    def begin_epoch(self, base_seed, guess=None):
         """Make the C loader ready for an iteration. Go on with the epoch
         an interruption left (Ctrl-C, PL_EXHAUSTED: the pending batch comes
         first); else start the next epoch, its order drawn as torch draws
-        it (an explicit order) or made by the C loader (its own order)."""
+        it (an explicit order; or the guess of it, already queued, when
+        take_guess found it right) or made by the C loader (its own order)."""
         dl, ld = self.dl, self.ld
         mid, resumable = _C.iter_state(ld)
         if mid and resumable and not self.fresh:
             return
+        self.guess = None  # queued or not, the stream is decided below
+        self.look_at = None
         _C.reset_iter_state(ld)
+        if guess is not None:  # the stream went on into it by itself
+            self.next_epoch = guess.epoch + 1
+            self._plan_guess(guess.epoch, guess.nbatches)
+            self.started = True
+            self.exhausted = set()
+            return
         plan = dl._plan
         if dl._explicit:
             epoch = self.next_epoch
@@ -463,23 +508,84 @@ class _Engine:
                 # at this epoch's first batch.
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
         if dl._explicit:
-            import numpy as np
-
             batches = dl._epoch_batches()
-            starts = np.zeros(len(batches) + 1, dtype=np.uint64)
-            if batches:
-                starts[1:] = np.cumsum([len(b) for b in batches])
-            indices = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.uint64,
-                                  count=int(starts[-1]))
             if self.ps is not None:
                 self.ps.clear_extras()  # of batches never taken
-            _C.set_order(ld, epoch, indices, starts)
+            _C.set_order(ld, epoch, *_order_arrays(batches))
             self.next_epoch = epoch + 1
+            self._plan_guess(epoch, len(batches))
         self.started = True
         self.fresh = False
         self.exhausted = set()
 
+    # -- the next epoch's order, guessed before iter() (beyond torch)
+    #
+    # torch's workers wait at each epoch's end: the next epoch's order is
+    # drawn at iter(), from torch's generator. So waited this loader's, for
+    # the prefetch depth's last batches of every epoch (10% of 14 workers'
+    # time in bench/python_workers.py's aug). When pinloader made the
+    # sampler itself (shuffle=True, no seed=, no sampler), it draws the next
+    # epoch's order early, the generator's state put back after, and queues
+    # it (pl_loader_queue_order): the workers go on into it. At iter() the
+    # guess stands if the generator is in the state the guess began from
+    # (the draws would be the same); the generator is then left as the
+    # draws would leave it. Anything else (the generator used meanwhile,
+    # torch.manual_seed, a break) restarts the stream with the order drawn
+    # then, as without the guess: the order and the generator are always
+    # torch's.
+
+    def _plan_guess(self, epoch, nbatches):
+        dl = self.dl
+        if self.extra or dl._user_sampler or not dl._explicit or nbatches == 0:
+            return
+        self.look_at = (epoch, max(0, nbatches - 2 * self.depth))
+
+    def _look_ahead(self, b):
+        """Called with each batch packed: at look_at, guess and queue the
+        next epoch's order."""
+        if (b.index, b.epoch) != (self.look_at[1], self.look_at[0]):
+            return
+        self.look_at = None
+        dl = self.dl
+        gen = _generator_of(dl)
+        before = gen.get_state()
+        try:
+            seed = dl._draw_base_seed()
+            batches = dl._epoch_batches()
+            after = gen.get_state()
+        except Exception:
+            return  # iter() draws again and raises it there
+        finally:
+            gen.set_state(before)
+        if not batches:
+            return
+        epoch = self.next_epoch
+        if self.ps is not None and not dl.persistent_workers:
+            self.ps.set_base_seed(epoch, seed & 0xFFFFFFFFFFFFFFFF)
+        try:
+            _C.queue_order(self.ld, epoch, *_order_arrays(batches))
+        except Error:
+            return
+        self.guess = _Guess(epoch, len(batches), seed, before, after, len(dl.dataset))
+
+    def take_guess(self):
+        """The queued guess, when iter() would draw exactly it now (the
+        generator then set as those draws leave it); else None."""
+        g, self.guess = self.guess, None
+        if g is None or self.broken or self.fresh:
+            return None
+        mid, _ = _C.iter_state(self.ld)
+        if mid or _C.has_pending(self.ld) or self.ld.epoch != g.epoch:
+            return None  # an unfinished epoch: torch starts anew
+        gen = _generator_of(self.dl)
+        if len(self.dl.dataset) != g.n or not _torch().equal(gen.get_state(), g.before):
+            return None
+        gen.set_state(g.after)
+        return g
+
     def set_epoch(self, epoch):
+        self.guess = None
+        self.look_at = None
         _C.reset_iter_state(self.ld)
         if self.ps is not None:
             self.ps.clear_extras()
@@ -491,6 +597,14 @@ class _Engine:
         dl = self.dl
         plan = dl._plan
         pack = (lambda b: b) if raw else self._packer()
+        if self.look_at is not None:
+            inner = pack
+
+            def pack(b):
+                if self.look_at is not None:
+                    self._look_ahead(b)
+                return inner(b)
+
         check = dl._checker(self)
         skip = _SKIP if plan.iterable and not raw else None
         return _C.LoaderIter(self.ld, pack, check, self._on_error, skip)
@@ -968,6 +1082,10 @@ class DataLoader:
             opts["prefetch_factor"] = "auto"
         out = {OPTION_NAMES[k]: v for k, v in opts.items()}
         out["epoch"] = epoch
+        # A sampler's order: no batch of the C loader's own is read before
+        # iter() gives the first (a read would also move an in_order=True
+        # worker's random state away from torch's).
+        out["explicit_order"] = self._explicit
         return out
 
     # -- iteration
@@ -1006,23 +1124,27 @@ class DataLoader:
 
     def _start(self, raw):
         last = self._last_iter() if self._last_iter is not None else None
-        seed = self._draw_base_seed()
         if (last is not None and not last.ended and not last.resumable
                 and self._engine is not None):
             # Another iterator of this loader is alive: this one is
             # independent, with an engine of its own (zip(loader, loader)),
             # as torch's iterators are. Each iter() is a new epoch: this
             # one loads the epoch after the other's.
+            seed = self._draw_base_seed()
             first = self._engine.next_epoch if self._explicit else self._engine.ld.epoch + 1
             eng = _Engine(self, seed, first)
             eng.fresh = True
+            eng.extra = True
             self._extra_engines = [e for e in self._extra_engines if not e.closed] + [eng]
             eng.begin_epoch(seed)
             it = eng.iterate(raw)
             weakref.finalize(it, eng.close)
             return it
+        eng = self._engine
+        guess = eng.take_guess() if eng is not None and not self._closed else None
+        seed = guess.seed if guess is not None else self._draw_base_seed()
         eng = self._primary(seed)
-        eng.begin_epoch(seed)
+        eng.begin_epoch(seed, guess)
         it = eng.iterate(raw)
         self._last_iter = weakref.ref(it)
         return it

@@ -207,13 +207,13 @@ static PyTypeObject LoaderIterType = {
     .tp_new = it_new,
 };
 
-/* set_order(loader, epoch, indices, starts): pl_loader_set_order with two
- * buffers of uint64 (numpy arrays). */
-static PyObject *mod_set_order(PyObject *m, PyObject *args) {
+/* set_order / queue_order(loader, epoch, indices, starts): the C call
+ * with two buffers of uint64 (numpy arrays). */
+static PyObject *give_order(PyObject *args, int queue) {
   PyObject *loader, *ind_obj, *st_obj;
   unsigned long long epoch;
-  if (!PyArg_ParseTuple(args, "O!KOO:set_order", &LoaderType, &loader, &epoch,
-                        &ind_obj, &st_obj))
+  if (!PyArg_ParseTuple(args, queue ? "O!KOO:queue_order" : "O!KOO:set_order",
+                        &LoaderType, &loader, &epoch, &ind_obj, &st_obj))
     return NULL;
   LoaderObject *lo = (LoaderObject *)loader;
   Py_buffer ind, st;
@@ -238,9 +238,11 @@ static PyObject *mod_set_order(PyObject *m, PyObject *args) {
       PyErr_SetString(PyExc_ValueError, "starts runs past the indices");
       goto out;
     }
-    Py_CLEAR(lo->pending); /* a new epoch: a kept batch is not wanted */
+    if (!queue)
+      Py_CLEAR(lo->pending); /* a new epoch: a kept batch is not wanted */
     Py_BEGIN_ALLOW_THREADS
-    s = pl_loader_set_order(lo->ld, epoch, ind.buf, starts, nb, &err);
+    s = queue ? pl_loader_queue_order(lo->ld, epoch, ind.buf, starts, nb, &err)
+              : pl_loader_set_order(lo->ld, epoch, ind.buf, starts, nb, &err);
     Py_END_ALLOW_THREADS
     lo->busy = 0;
     if (s != PL_OK)
@@ -252,6 +254,14 @@ out:
   PyBuffer_Release(&ind);
   PyBuffer_Release(&st);
   return res;
+}
+
+static PyObject *mod_set_order(PyObject *m, PyObject *args) {
+  return give_order(args, 0);
+}
+
+static PyObject *mod_queue_order(PyObject *m, PyObject *args) {
+  return give_order(args, 1);
 }
 
 /* drop_pending(loader): forget a batch kept for the next next(). */
@@ -291,6 +301,9 @@ static PyMethodDef iter_functions[] = {
     {"set_order", mod_set_order, METH_VARARGS,
      "set_order(loader, epoch, indices, starts): the next epoch's batches, "
      "batch k = indices[starts[k]:starts[k+1]] (uint64 arrays)"},
+    {"queue_order", mod_queue_order, METH_VARARGS,
+     "queue_order(loader, epoch, indices, starts): the explicit epoch after "
+     "the current one, filled before the current one ends"},
     {"drop_pending", mod_drop_pending, METH_O,
      "drop_pending(loader): forget a batch kept for the next next()"},
     {"has_pending", mod_has_pending, METH_O,

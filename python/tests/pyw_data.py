@@ -53,6 +53,30 @@ class Indexed:
         return np.full(3, i, dtype=np.int64), i
 
 
+class Counted:
+    """Sample i: (int64 [2] filled with i, i); counts its reads of each
+    index in an anonymous shared mapping (forked workers and threads write
+    the same counters; nothing in /dev/shm, no file descriptor). A sample
+    is read by one worker at a time, so the counts need no lock."""
+
+    def __init__(self, n=64):
+        import mmap
+
+        self.n = n
+        self.reads = mmap.mmap(-1, 8 * n, flags=mmap.MAP_SHARED)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        c = np.frombuffer(self.reads, dtype=np.int64)
+        c[i] += 1
+        return np.full(2, i, dtype=np.int64), i
+
+    def counts(self):
+        return np.frombuffer(self.reads, dtype=np.int64).tolist()
+
+
 class GlobalRandom:
     """Augmentation from the global generators (as most user code does)."""
 

@@ -165,11 +165,11 @@ def test_no_split_where_a_chunk_could_not_say_everything():
 class Logged:
     """Each read appends the sample's index to a file (one line, O_APPEND)."""
 
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, path, n=512):
+        self.path, self.n = path, n
 
     def __len__(self):
-        return 512
+        return self.n
 
     def __getitem__(self, i):
         if torch.utils.data.get_worker_info() is not None:
@@ -180,19 +180,42 @@ class Logged:
         return np.full(2, i, dtype=np.int32)
 
 
-def test_an_explicit_order_abandons_the_loaders_own_first_batches(tmp_path):
+def reads_of(path):
+    return [int(l) for l in open(path)] if os.path.exists(path) else []
+
+
+def test_an_explicit_order_reads_nothing_before_iter(tmp_path):
     """shuffle=True without seed= is torch's RandomSampler, an order given
-    at iter(); the C loader has begun its own order by then. Its batches
-    are abandoned: not read beyond the chunks already out (one per worker,
-    64 samples), where they used to take a whole batch from every worker."""
+    at iter(): no batch of the C loader's own order is read before it."""
     path = str(tmp_path / "reads")
     torch.manual_seed(0)
     loader = pinloader.DataLoader(Logged(path), batch_size=BATCH, num_workers=2, shuffle=True,
                                   output="numpy")
+    time.sleep(0.3)  # the loader's own first batches would be read by now
+    assert reads_of(path) == []
+    it = iter(loader)
+    first = np.asarray(next(it))[:, 0].tolist()
+    loader.close()
+    assert set(first) <= set(reads_of(path)) and len(first) == BATCH
+
+
+def test_an_abandoned_epoch_is_not_read_further(tmp_path):
+    """A break after an epoch's first batch, then iter(): the next epoch's
+    order restarts the stream (pl_loader_set_order). The batches begun for
+    the abandoned epoch are not read beyond the chunks already out (one per
+    worker, 64 samples), where they used to take a whole batch from every
+    worker. A sampler of the user's: no early order for the next epoch."""
+    path = str(tmp_path / "reads")
+    ds = Logged(path, n=8 * BATCH)
+    sampler = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(1))
+    loader = pinloader.DataLoader(ds, batch_size=BATCH, num_workers=2, sampler=sampler,
+                                  output="numpy")
+    for b in loader:
+        first = sorted(int(v) for v in np.asarray(b)[:, 0])
+        break
     got = sorted(int(v) for b in loader for v in np.asarray(b)[:, 0])
     loader.close()
-    assert got == list(range(512))
-    reads = [int(l) for l in open(path)]
-    extra = len(reads) - 512
-    assert sorted(set(reads)) == list(range(512))
-    assert extra <= 2 * _worker.CHUNK, extra  # was 2 * BATCH: a batch per worker
+    assert got == list(range(8 * BATCH))
+    extra = len(reads_of(path)) - 8 * BATCH - BATCH  # beyond the next epoch and batch 0
+    assert 0 <= extra <= 2 * _worker.CHUNK, extra  # was 4 * BATCH: the prefetch depth
+    assert len(first) == BATCH

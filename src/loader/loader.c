@@ -39,31 +39,52 @@ static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
 
 /* ------------------------------------------------------------ job stream */
 
-static int job_exists(const pl_core *c, uint64_t job) {
-  if (c->order) /* an explicit epoch ends its stream (loader_order.c) */
-    return job < c->first.num_batches;
-  return job < c->first.num_batches || c->full.num_batches > 0;
+int pl_core_job_exists(const pl_core *c, uint64_t job) {
+  if (job < c->base) /* an explicit epoch dropped by a queue_order */
+    return 0;
+  uint64_t j = job - c->base;
+  if (c->order) /* explicit epochs end their stream (loader_order.c) */
+    return j < c->first.num_batches +
+                   (c->then ? c->second.num_batches : 0);
+  return j < c->first.num_batches || c->full.num_batches > 0;
 }
 
-/* A job's epoch, its batch within the epoch, and that epoch's plan. */
-static void job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
-                       pl_epoch_plan *plan) {
-  if (job < c->first.num_batches) {
+void pl_core_job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
+                        pl_epoch_plan *plan, pl_order **order) {
+  uint64_t j = job - c->base;
+  if (j < c->first.num_batches) {
     *plan = c->first;
-    *batch = job;
+    *batch = j;
+    if (order)
+      *order = c->order;
     return;
   }
-  uint64_t j = job - c->first.num_batches, nb = c->full.num_batches;
+  j -= c->first.num_batches;
+  if (c->order) { /* the queued explicit epoch */
+    *plan = c->second;
+    *batch = j;
+    if (order)
+      *order = c->then;
+    return;
+  }
+  uint64_t nb = c->full.num_batches;
   pl_sampler_plan(&c->sampler, c->first.epoch + 1 + j / nb, 0, plan);
   *batch = j % nb;
+  if (order)
+    *order = NULL;
 }
 
-/* The first job of `epoch` in the current stream. */
+/* The first job of `epoch` in the current stream (its end, for an epoch
+ * after the last explicit one). */
 static uint64_t epoch_first_job(const pl_core *c, uint64_t epoch) {
+  uint64_t n1 = c->base + c->first.num_batches;
   if (epoch <= c->first.epoch)
-    return 0;
-  return c->first.num_batches +
-         (epoch - c->first.epoch - 1) * c->full.num_batches;
+    return c->base;
+  if (c->order)
+    return n1 + (epoch > c->first.epoch + 1 && c->then
+                     ? c->second.num_batches
+                     : 0);
+  return n1 + (epoch - c->first.epoch - 1) * c->full.num_batches;
 }
 
 static int slot_is_stale(const pl_core *c, const pl_batch *b) {
@@ -84,7 +105,9 @@ static void drop_stale(pl_core *c) {
 
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
   pl_order_unref(c->order);
-  c->order = NULL;
+  pl_order_unref(c->then);
+  c->order = c->then = NULL;
+  c->base = 0;
   pl_sampler_plan(&c->sampler, 0, 0, &c->full);
   pl_sampler_plan(&c->sampler, epoch, start, &c->first);
   if (c->first.num_batches == 0 && start > 0 && c->full.num_batches > 0)
@@ -101,7 +124,9 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
 static void skip_epoch_of(pl_core *c, uint64_t job) {
   uint64_t b;
   pl_epoch_plan p;
-  job_locate(c, job, &b, &p);
+  if (job < c->base) /* its epoch was delivered and dropped meanwhile */
+    return;
+  pl_core_job_locate(c, job, &b, &p, NULL);
   c->next_deliver = epoch_first_job(c, p.epoch + 1);
   if (c->next_claim < c->next_deliver)
     c->next_claim = c->next_deliver;
@@ -135,10 +160,11 @@ static pl_batch *claim(pl_core *c, pl_batch *b) {
   b->state = SLOT_FILLING;
   b->gen = c->gen;
   b->job = c->next_claim++;
-  job_locate(c, b->job, &b->index, &b->plan);
+  pl_order *order;
+  pl_core_job_locate(c, b->job, &b->index, &b->plan, &order);
   b->epoch = b->plan.epoch;
   pl_order_unref(b->order);
-  b->order = pl_order_ref(c->order);
+  b->order = pl_order_ref(order);
   b->size = b->order ? pl_order_batch_size(b->order, b->index)
                      : pl_sampler_batch_size(&c->sampler, &b->plan, b->index);
   atomic_store_explicit(&b->cur_t0, 0.0, memory_order_relaxed);
@@ -159,7 +185,7 @@ static void publish(pl_core *c, pl_batch *b) {
 }
 
 static int claimable(const pl_core *c) {
-  return !c->replay.active && job_exists(c, c->next_claim) &&
+  return !c->replay.active && pl_core_job_exists(c, c->next_claim) &&
          c->next_claim - c->next_deliver < (uint64_t)c->prefetch;
 }
 
@@ -273,6 +299,7 @@ void pl_core_free(pl_core *c) {
   free(c->slots);
   free(c->workers);
   pl_order_unref(c->order);
+  pl_order_unref(c->then);
   pl_replay_free(c);
   pl_copy_plan_free(&c->copy);
   pl_xform_plan_free(c->xf);
@@ -426,6 +453,15 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
   return plan_and_create(c, PL_DEVICE_CPU, err);
 }
 
+/* config.explicit_order: the stream a loader starts with is an explicit
+ * epoch of no batches (pl_core_restart made the loader's own first). */
+static pl_status begin_empty_order(pl_core *c, pl_error *err) {
+  const uint64_t no_batches = 0;
+  PL_TRY(pl_order_new(c, NULL, &no_batches, 0, &c->order, err));
+  c->first.start = c->first.per_rank = c->first.num_batches = 0;
+  return PL_OK;
+}
+
 static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
                           pl_core **out, pl_error *err) {
   pl_core *c = pl_calloc(1, sizeof *c);
@@ -466,6 +502,8 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   PL_TRY(open_backend(c, err));
   pl_timing_init(c);
   pl_core_restart(c, cfg->epoch, 0);
+  if (cfg->explicit_order) /* an empty explicit epoch until set_order */
+    PL_TRY(begin_empty_order(c, err));
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
   int initial = PL_MIN(c->prefetch + 1, c->max_slots);
@@ -609,10 +647,10 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
   c->cur_epoch = b->epoch;
   uint64_t next_b;
   pl_epoch_plan p;
-  if (!job_exists(c, c->next_deliver))
+  if (!pl_core_job_exists(c, c->next_deliver))
     c->end_pending = 1;
   else {
-    job_locate(c, c->next_deliver, &next_b, &p);
+    pl_core_job_locate(c, c->next_deliver, &next_b, &p, NULL);
     c->end_pending = next_b == 0;
   }
   pl_wake_worker(c); /* one more job may be claimed */
@@ -752,7 +790,7 @@ static void timed_wait(pl_core *c, double deadline) {
 
 static pl_status next_locked(pl_core *c, int workers, double deadline,
                              pl_batch **out, pl_error *err) {
-  if (c->end_pending || !job_exists(c, c->next_deliver)) {
+  if (c->end_pending || !pl_core_job_exists(c, c->next_deliver)) {
     c->end_pending = 0;
     c->cur_epoch++;
     return PL_END_OF_EPOCH;
@@ -850,6 +888,70 @@ pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
   return PL_OK;
 }
 
+/* The explicit epoch after first's, queued: its jobs follow first's in
+ * the stream. The consumer already past first (every batch of it taken):
+ * first is dropped, the queued epoch becomes first and `base` moves on to
+ * its first job, so that o can be queued after it. Empty epochs are
+ * refused on either side: an epoch's end is known by its last batch
+ * (deliver), and an empty one has none. [mu] */
+static pl_status queue_locked(pl_core *c, uint64_t epoch, pl_order *o,
+                              pl_error *err) {
+  if (!c->order)
+    return pl_errorf(err, PL_BAD_STATE,
+                     "no explicit epoch to queue epoch %llu after "
+                     "(pl_loader_set_order begins one)",
+                     (unsigned long long)epoch);
+  if (c->first.num_batches == 0 || o->nbatches == 0)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "epoch %llu is empty: an empty epoch is given by "
+                     "pl_loader_set_order, never queued or followed",
+                     (unsigned long long)(o->nbatches ? c->first.epoch
+                                                      : epoch));
+  if (c->then && c->next_deliver >= c->base + c->first.num_batches) {
+    c->base += c->first.num_batches;
+    pl_order_unref(c->order);
+    c->order = c->then;
+    c->first = c->second;
+    c->then = NULL;
+  }
+  if (c->then)
+    return pl_errorf(err, PL_BAD_STATE,
+                     "epoch %llu is queued already, and the consumer has "
+                     "not reached it",
+                     (unsigned long long)c->second.epoch);
+  if (epoch != c->first.epoch + 1)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "epoch %llu does not follow the explicit epoch %llu",
+                     (unsigned long long)epoch,
+                     (unsigned long long)c->first.epoch);
+  c->then = o;
+  memset(&c->second, 0, sizeof c->second);
+  c->second.epoch = epoch;
+  c->second.num_batches = o->nbatches;
+  c->second.per_rank = o->nbatches ? o->starts[o->nbatches] : 0;
+  pl_wake_all_workers(c);
+  return PL_OK;
+}
+
+pl_status pl_loader_queue_order(pl_loader *ld, uint64_t epoch,
+                                const uint64_t *indices,
+                                const uint64_t *starts, uint64_t nbatches,
+                                pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  pl_core *c = ld->core;
+  if (pl_core_foreign(c))
+    return pl_core_forked(c, err);
+  pl_order *o = NULL;
+  PL_TRY(pl_order_new(c, indices, starts, nbatches, &o, err));
+  pthread_mutex_lock(&c->mu);
+  pl_status s = queue_locked(c, epoch, o, err);
+  pthread_mutex_unlock(&c->mu);
+  if (s != PL_OK)
+    pl_order_unref(o);
+  return s;
+}
+
 pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
   if (!ld)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
@@ -926,14 +1028,14 @@ pl_status pl_loader_sync(pl_loader *ld, pl_error *err) {
 /* ------------------------------------------------------------ position */
 
 void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start) {
-  if (c->end_pending || !job_exists(c, c->next_deliver)) {
+  if (c->end_pending || !pl_core_job_exists(c, c->next_deliver)) {
     *epoch = c->cur_epoch + 1;
     *start = 0;
     return;
   }
   uint64_t b;
   pl_epoch_plan p;
-  job_locate(c, c->next_deliver, &b, &p);
+  pl_core_job_locate(c, c->next_deliver, &b, &p, NULL);
   *epoch = p.epoch;
   *start = p.start + b * c->sampler.batch * c->sampler.world;
 }

@@ -19,10 +19,14 @@
  * state.c call loader.c. Nothing calls back up that chain.
  *
  * The job stream. Batches are numbered jobs 0, 1, 2, ... from the stream's
- * start (creation, set_epoch or load_state start a new stream and bump
- * `gen`). The first epoch of a stream may start mid-epoch (a restored
- * checkpoint); every later epoch is whole. Workers claim jobs in order, at
- * most `prefetch` ahead of the consumer; the consumer takes them in order.
+ * start (creation, set_epoch, set_order or load_state start a new stream
+ * and bump `gen`). The first epoch of a stream may start mid-epoch (a
+ * restored checkpoint); every later epoch is whole. Workers claim jobs in
+ * order, at most `prefetch` ahead of the consumer; the consumer takes them
+ * in order. An explicit epoch (set_order) is followed by nothing, or by
+ * the one explicit epoch queued after it (queue_order), whose jobs come
+ * next in the same stream; queueing one more drops the first, once fully
+ * delivered, and `base` moves on to the next epoch's first job.
  * A job whose result is no longer wanted (its epoch was ended by an error,
  * or its stream was replaced) is "stale" and its buffer simply goes back to
  * the free list. */
@@ -157,7 +161,10 @@ struct pl_core {
 
   /* The job stream [mu]. */
   uint64_t gen;
-  pl_order *order;      /* an explicit epoch is the whole stream, or NULL */
+  pl_order *order;      /* the explicit epoch `first`, or NULL */
+  pl_order *then;       /* the explicit epoch queued after it, or NULL */
+  pl_epoch_plan second; /* then's plan */
+  uint64_t base;        /* first's first job (0 but after a queue_order) */
   pl_epoch_plan first;  /* the stream's first epoch (may be partial) */
   pl_epoch_plan full;   /* plan of a whole epoch, epoch number aside */
   uint64_t next_claim;  /* next job a filler takes */
@@ -264,6 +271,14 @@ void pl_core_free(pl_core *c);
 /* Where the next delivery stands: its epoch and the global position (in
  * the epoch's order, all ranks together) of its first sample. [mu] */
 void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start);
+
+/* The stream arithmetic (loader.c), for the replay too: whether job
+ * exists in the stream, and (for a job >= base that exists) its batch
+ * within its epoch, that epoch's plan and its explicit order (or NULL).
+ * [mu] */
+int pl_core_job_exists(const pl_core *c, uint64_t job);
+void pl_core_job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
+                        pl_epoch_plan *plan, pl_order **order);
 
 /* Start a new stream at (epoch, global start position). [mu] held. */
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start);

@@ -51,27 +51,25 @@ void pl_replay_on_deliver(pl_core *c, pl_batch *b) {
   }
 }
 
-/* The stream arithmetic of loader.c, for the jobs a replay stands in for. */
-static int job_exists(const pl_core *c, uint64_t job) {
-  return job < c->first.num_batches || c->full.num_batches > 0;
-}
-
+/* The epoch of a job the replay stands in for, and whether it begins
+ * that epoch (loader.c's stream arithmetic). */
 static uint64_t job_epoch(const pl_core *c, uint64_t job) {
-  if (job < c->first.num_batches)
-    return c->first.epoch;
-  return c->first.epoch + 1 +
-         (job - c->first.num_batches) / c->full.num_batches;
+  uint64_t batch;
+  pl_epoch_plan p;
+  pl_core_job_locate(c, job, &batch, &p, NULL);
+  return p.epoch;
 }
 
 static int job_starts_epoch(const pl_core *c, uint64_t job) {
-  if (job < c->first.num_batches)
-    return job == 0;
-  return (job - c->first.num_batches) % c->full.num_batches == 0;
+  uint64_t batch;
+  pl_epoch_plan p;
+  pl_core_job_locate(c, job, &batch, &p, NULL);
+  return batch == 0;
 }
 
 pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err) {
   pl_replay *r = &c->replay;
-  if (c->end_pending || !job_exists(c, c->next_deliver)) {
+  if (c->end_pending || !pl_core_job_exists(c, c->next_deliver)) {
     c->end_pending = 0;
     c->cur_epoch++;
     return PL_END_OF_EPOCH;
@@ -91,7 +89,7 @@ pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err) {
   c->next_deliver++;
   if (c->next_claim < c->next_deliver)
     c->next_claim = c->next_deliver;
-  c->end_pending = !job_exists(c, c->next_deliver) ||
+  c->end_pending = !pl_core_job_exists(c, c->next_deliver) ||
                    job_starts_epoch(c, c->next_deliver);
   *out = h;
   return PL_OK;

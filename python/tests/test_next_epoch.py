@@ -1,0 +1,169 @@
+"""The next epoch's order drawn before iter() (beyond torch; python/README,
+"The next epoch begins early"): with shuffle=True and no seed= the workers
+go on into the next epoch, whose order is drawn ahead from torch's
+generator and kept only if iter() would draw the same. torch is the oracle:
+whatever the loop does to the generator between or inside epochs, the
+batches and the generator's state afterwards are torch's."""
+import time
+
+import pytest
+
+import pinloader
+import pyw_data as D
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader  # noqa: E402
+
+MODES = [dict(num_workers=0), dict(num_workers=2), dict(num_workers=2, worker_mode="thread")]
+MODE_IDS = ["inline", "processes", "threads"]
+
+
+def run(make, epochs, touch):
+    """Epochs of make()'s loader after torch.manual_seed(3): each epoch's
+    batches of sample indices, then three draws of the global generator.
+    touch(epoch, k) runs after batch k of each epoch (k = -1: before the
+    epoch's iter()); it returns True to break out of the epoch there."""
+    torch.manual_seed(3)
+    loader = make()
+    seen = []
+    for e in range(epochs):
+        touch(e, -1)
+        batches = []
+        for k, b in enumerate(loader):
+            batches.append(b[1].tolist())
+            if touch(e, k):
+                break
+        seen.append(batches)
+    if hasattr(loader, "close"):
+        loader.close()
+    return seen, torch.rand(3).tolist()
+
+
+def nothing(e, k):
+    return False
+
+
+def draw_between(e, k):
+    if k == -1 and e == 2:
+        torch.rand(1)  # the guess for epoch 2 is wrong: its draws differ
+    return False
+
+
+def draw_late(e, k):
+    if e == 1 and k == 10:  # the epoch's last batch: after the guess
+        torch.randint(0, 5, (2,))
+    return False
+
+
+def reseed(e, k):
+    if k == -1 and e == 1:
+        torch.manual_seed(8)
+    return False
+
+
+def break_early(e, k):
+    return e == 1 and k == 4  # a partial epoch: torch starts the next anew
+
+
+TOUCHES = [nothing, draw_between, draw_late, reseed, break_early]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("touch", TOUCHES, ids=[t.__name__ for t in TOUCHES])
+def test_epochs_and_generator_are_torchs(mode, touch):
+    ds = D.Indexed(83)  # 11 batches of 8 (the last of 3)
+    ref = run(lambda: DataLoader(ds, batch_size=8, shuffle=True), 4, touch)
+    got = run(lambda: pinloader.DataLoader(ds, batch_size=8, shuffle=True, **mode), 4, touch)
+    assert got == ref
+
+
+def test_own_generator_is_followed():
+    ds = D.Indexed(50)
+
+    def make(cls, **kw):
+        return lambda: cls(ds, batch_size=6, shuffle=True, generator=torch.Generator().manual_seed(5), **kw)
+
+    def touch(e, k):
+        if k == -1 and e == 2:
+            loader_gen[0].manual_seed(9)  # the loader's own generator, between epochs
+        return False
+
+    for cls, kw in ((DataLoader, {}), (pinloader.DataLoader, dict(num_workers=2))):
+        loader_gen = [None]
+        make_one = make(cls, **kw)
+
+        def made():
+            ld = make_one()
+            loader_gen[0] = ld.generator
+            return ld
+
+        out = run(made, 4, touch)
+        if cls is DataLoader:
+            ref = out
+    assert out == ref
+
+
+def test_non_persistent_workers_reseed_as_torchs():
+    # batch k on worker k % 2 (in_order=True) and each epoch's workers
+    # seeded afresh from that epoch's base seed, as torch's new workers are
+    def epochs(cls, **kw):
+        torch.manual_seed(6)
+        loader = cls(D.GlobalRandom(), batch_size=4, shuffle=True, num_workers=2,
+                     persistent_workers=False, **kw)
+        out = [[[float(v) for v in x] for b in loader for x in b[1:]] for _ in range(3)]
+        if hasattr(loader, "close"):
+            loader.close()
+        return out
+
+    assert epochs(pinloader.DataLoader, in_order=True) == epochs(DataLoader)
+
+
+def wait_for(cond, what, limit_s=20.0):
+    end = time.monotonic() + limit_s
+    while not cond():
+        assert time.monotonic() < end, "timed out waiting for " + what
+        time.sleep(0.005)
+
+
+def settled(read, quiet_s=0.2):
+    """read() once it gave the same twice, quiet_s apart."""
+    last = read()
+    for _ in range(100):
+        time.sleep(quiet_s)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    raise AssertionError("the reads never settled")
+
+
+@pytest.mark.parametrize("mode", MODES[1:], ids=MODE_IDS[1:])
+def test_workers_read_the_next_epoch_before_iter(mode):
+    """After an epoch, before iter(), the workers have read the next
+    epoch's first batch (torch's order for it); when the guess holds no
+    sample is read twice in an epoch."""
+    n, bs = 64, 8
+    torch.manual_seed(2)
+    ref = [[b[1].tolist() for b in DataLoader(D.Indexed(n), batch_size=bs, shuffle=True)]
+           for _ in range(3)]
+    ds = D.Counted(n)
+    torch.manual_seed(2)
+    loader = pinloader.DataLoader(ds, batch_size=bs, shuffle=True, multiprocessing_context="fork",
+                                  **mode)
+    probed = ds.counts()  # the loader's probe of sample 0, in this process
+
+    def counts():
+        return [c - p for c, p in zip(ds.counts(), probed)]
+
+    for e in range(2):
+        assert [b[1].tolist() for b in loader] == ref[e]
+        ahead = ref[e + 1][0]  # the next epoch's first batch: read before iter()
+        wait_for(lambda: all(counts()[i] == e + 2 for i in ahead), "epoch %d's first batch" % (e + 1))
+        counts_now = settled(counts)  # the prefetch depth's batches, then no more
+        extra = [i for i in range(n) if counts_now[i] == e + 2]
+        assert all(c in (e + 1, e + 2) for c in counts_now)  # never twice in an epoch
+        # what was read ahead is a whole prefix of the next epoch's batches
+        k = len(extra) // bs
+        assert len(extra) % bs == 0 and k >= 1
+        assert sorted(extra) == sorted(i for b in ref[e + 1][:k] for i in b)
+    loader.close()
