@@ -238,21 +238,50 @@ def _order_arrays(batches):
     return indices, starts
 
 
-def _generator_of(dl):
-    """The torch generator a loader's iter() draws from."""
-    return dl.generator if dl.generator is not None else _torch().default_generator
+def _draw_ahead(dl):
+    """(base seed, batches) that the next iter() of a loader with its own
+    RandomSampler draws, if nobody draws from the generator before it:
+    the same draws made on a copy of the generator's state. As torch's
+    RandomSampler, without a generator of its own one draw seeds a fresh
+    generator for the permutation."""
+    torch = _torch()
+    from torch.utils.data import BatchSampler, RandomSampler
+
+    gen = dl.generator if dl.generator is not None else torch.default_generator
+    copy = torch.Generator()
+    copy.set_state(gen.get_state())
+
+    def draw():
+        return int(torch.empty((), dtype=torch.int64).random_(generator=copy).item())
+
+    seed = draw()
+    s = dl.sampler
+    perm = copy
+    if s.generator is None:
+        perm = torch.Generator()
+        perm.manual_seed(draw())
+    twin = RandomSampler(s.data_source, replacement=s.replacement, num_samples=s._num_samples,
+                         generator=perm)
+    if dl.batch_sampler is None:
+        return seed, [[i] for i in twin]
+    bs = dl.batch_sampler
+    return seed, [list(b) for b in BatchSampler(twin, bs.batch_size, bs.drop_last)]
 
 
 class _Guess:
-    """The next epoch's order, drawn early and queued (_Engine._look_ahead):
-    the epoch, its batch count and base seed, the generator's state before
-    and after the draws, and the dataset's length then."""
+    """The next epoch's order, drawn early from a copy of the generator and
+    queued (_Engine._look_ahead): its epoch, base seed and order arrays."""
 
-    __slots__ = ("epoch", "nbatches", "seed", "before", "after", "n")
+    __slots__ = ("epoch", "seed", "indices", "starts")
 
-    def __init__(self, epoch, nbatches, seed, before, after, n):
-        self.epoch, self.nbatches, self.seed = epoch, nbatches, seed
-        self.before, self.after, self.n = before, after, n
+    def __init__(self, epoch, seed, indices, starts):
+        self.epoch, self.seed, self.indices, self.starts = epoch, seed, indices, starts
+
+    def matches(self, epoch, seed, indices, starts):
+        import numpy as np
+
+        return (epoch, seed) == (self.epoch, self.seed) and np.array_equal(indices, self.indices) \
+            and np.array_equal(starts, self.starts)
 
 
 _live = weakref.WeakSet()
@@ -471,25 +500,20 @@ class _Engine:
 
     # -- orders and iteration
 
-    def begin_epoch(self, base_seed, guess=None):
+    def begin_epoch(self, base_seed):
         """Make the C loader ready for an iteration. Go on with the epoch
         an interruption left (Ctrl-C, PL_EXHAUSTED: the pending batch comes
         first); else start the next epoch, its order drawn as torch draws
-        it (an explicit order; or the guess of it, already queued, when
-        take_guess found it right) or made by the C loader (its own order)."""
+        it (an explicit order: kept in the stream when it is the one queued
+        early, see _look_ahead) or made by the C loader (its own order)."""
         dl, ld = self.dl, self.ld
         mid, resumable = _C.iter_state(ld)
         if mid and resumable and not self.fresh:
             return
-        self.guess = None  # queued or not, the stream is decided below
-        self.look_at = None
+        guess, self.guess, self.look_at = self.guess, None, None
+        if guess is not None and (mid or self.fresh or _C.has_pending(ld) or ld.epoch != guess.epoch):
+            guess = None  # the stream does not go on into it (a break, set_epoch)
         _C.reset_iter_state(ld)
-        if guess is not None:  # the stream went on into it by itself
-            self.next_epoch = guess.epoch + 1
-            self._plan_guess(guess.epoch, guess.nbatches)
-            self.started = True
-            self.exhausted = set()
-            return
         plan = dl._plan
         if dl._explicit:
             epoch = self.next_epoch
@@ -509,9 +533,11 @@ class _Engine:
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
         if dl._explicit:
             batches = dl._epoch_batches()
-            if self.ps is not None:
-                self.ps.clear_extras()  # of batches never taken
-            _C.set_order(ld, epoch, *_order_arrays(batches))
+            indices, starts = _order_arrays(batches)
+            if guess is None or not guess.matches(epoch, base_seed, indices, starts):
+                if self.ps is not None:
+                    self.ps.clear_extras()  # of batches never taken
+                _C.set_order(ld, epoch, indices, starts)  # drops a queued guess
             self.next_epoch = epoch + 1
             self._plan_guess(epoch, len(batches))
         self.started = True
@@ -522,17 +548,18 @@ class _Engine:
     #
     # torch's workers wait at each epoch's end: the next epoch's order is
     # drawn at iter(), from torch's generator. So waited this loader's, for
-    # the prefetch depth's last batches of every epoch (10% of 14 workers'
+    # the prefetch depth's last batches of every epoch (8% of 14 workers'
     # time in bench/python_workers.py's aug). When pinloader made the
     # sampler itself (shuffle=True, no seed=, no sampler), it draws the next
-    # epoch's order early, the generator's state put back after, and queues
-    # it (pl_loader_queue_order): the workers go on into it. At iter() the
-    # guess stands if the generator is in the state the guess began from
-    # (the draws would be the same); the generator is then left as the
-    # draws would leave it. Anything else (the generator used meanwhile,
-    # torch.manual_seed, a break) restarts the stream with the order drawn
-    # then, as without the guess: the order and the generator are always
-    # torch's.
+    # epoch's order early, from a copy of the generator's state (the
+    # generator itself is not touched), as iter() would draw it if nobody
+    # drew from the generator meanwhile, and queues it
+    # (pl_loader_queue_order): the workers go on into it. iter() still
+    # draws the order from the generator, as torch; the queued batches stand
+    # only if that order (and the base seed) is the one guessed, else the
+    # stream restarts with it. The order and the generator are always
+    # torch's; a wrong guess costs only work the workers did instead of
+    # waiting.
 
     def _plan_guess(self, epoch, nbatches):
         dl = self.dl
@@ -547,41 +574,21 @@ class _Engine:
             return
         self.look_at = None
         dl = self.dl
-        gen = _generator_of(dl)
-        before = gen.get_state()
         try:
-            seed = dl._draw_base_seed()
-            batches = dl._epoch_batches()
-            after = gen.get_state()
+            seed, batches = _draw_ahead(dl)
         except Exception:
-            return  # iter() draws again and raises it there
-        finally:
-            gen.set_state(before)
+            return  # iter() draws for itself and raises it there
         if not batches:
             return
         epoch = self.next_epoch
+        indices, starts = _order_arrays(batches)
         if self.ps is not None and not dl.persistent_workers:
             self.ps.set_base_seed(epoch, seed & 0xFFFFFFFFFFFFFFFF)
         try:
-            _C.queue_order(self.ld, epoch, *_order_arrays(batches))
+            _C.queue_order(self.ld, epoch, indices, starts)
         except Error:
             return
-        self.guess = _Guess(epoch, len(batches), seed, before, after, len(dl.dataset))
-
-    def take_guess(self):
-        """The queued guess, when iter() would draw exactly it now (the
-        generator then set as those draws leave it); else None."""
-        g, self.guess = self.guess, None
-        if g is None or self.broken or self.fresh:
-            return None
-        mid, _ = _C.iter_state(self.ld)
-        if mid or _C.has_pending(self.ld) or self.ld.epoch != g.epoch:
-            return None  # an unfinished epoch: torch starts anew
-        gen = _generator_of(self.dl)
-        if len(self.dl.dataset) != g.n or not _torch().equal(gen.get_state(), g.before):
-            return None
-        gen.set_state(g.after)
-        return g
+        self.guess = _Guess(epoch, seed, indices, starts)
 
     def set_epoch(self, epoch):
         self.guess = None
@@ -1140,11 +1147,9 @@ class DataLoader:
             it = eng.iterate(raw)
             weakref.finalize(it, eng.close)
             return it
-        eng = self._engine
-        guess = eng.take_guess() if eng is not None and not self._closed else None
-        seed = guess.seed if guess is not None else self._draw_base_seed()
+        seed = self._draw_base_seed()
         eng = self._primary(seed)
-        eng.begin_epoch(seed, guess)
+        eng.begin_epoch(seed)
         it = eng.iterate(raw)
         self._last_iter = weakref.ref(it)
         return it

@@ -1,7 +1,8 @@
 """The next epoch's order drawn before iter() (beyond torch; python/README,
 "The next epoch begins early"): with shuffle=True and no seed= the workers
-go on into the next epoch, whose order is drawn ahead from torch's
-generator and kept only if iter() would draw the same. torch is the oracle:
+go on into the next epoch, whose order is drawn ahead from a copy of
+torch's generator and kept only if the order iter() draws is the one
+guessed. torch is the oracle:
 whatever the loop does to the generator between or inside epochs, the
 batches and the generator's state afterwards are torch's."""
 import time
