@@ -662,10 +662,11 @@ typedef struct pl_loader_config {
   const pl_transform *transforms;
   int num_transforms;
 
-  /* An order from the caller only (a sampler of its own): the loader's
-   * stream starts empty, as an explicit epoch of no batches, so that no
-   * worker reads a batch of the loader's own order before the first
-   * pl_loader_set_order. */
+  /* Orders from the caller only (a sampler of its own): the loader's own
+   * order is never used, so that no worker reads a batch the caller will
+   * not take. At create and after pl_loader_set_epoch the stream is an
+   * explicit epoch of no batches (PL_END_OF_EPOCH at once) until
+   * pl_loader_set_order gives one; pl_loader_load_state is refused. */
   int explicit_order;
 } pl_loader_config;
 

@@ -435,6 +435,26 @@ static void test_explicit_order_only(void) {
   next_is(ld, 5, 1, a, a_starts);
   end_is(ld, 6);
   CHECK_EQ_U64(atomic_load(&st.calls), 2);
+  /* set_epoch: an empty explicit epoch again, not the loader's own order */
+  CHECK_OK(pl_loader_set_epoch(ld, 9, &err), &err);
+  usleep(50000);
+  CHECK_EQ_U64(atomic_load(&st.calls), 2);
+  end_is(ld, 10);
+  /* a state blob (of a loader of the same shape) cannot place it */
+  cfg.explicit_order = 0;
+  pl_loader *own = NULL;
+  pl_dataset *ds2 = make_ds(&st, 30, 0);
+  CHECK_OK(pl_loader_create(ds2, &cfg, &own, &err), &err);
+  pl_dataset_destroy(ds2);
+  uint8_t blob[256];
+  size_t len = sizeof blob;
+  CHECK_OK(pl_loader_save_state(own, blob, &len, &err), &err);
+  pl_loader_destroy(own);
+  CHECK_STATUS(pl_loader_load_state(ld, blob, len, &err), PL_BAD_STATE, &err);
+  CHECK_MSG(&err, "the loader's epochs come from pl_loader_set_order "
+                  "(explicit_order): a state blob cannot place it");
+  CHECK_STATUS(pl_loader_save_state(ld, blob, &len, &err), PL_BAD_STATE,
+               &err);
   pl_loader_destroy(ld);
 }
 

@@ -1131,13 +1131,13 @@ class DataLoader:
 
     def _start(self, raw):
         last = self._last_iter() if self._last_iter is not None else None
+        seed = self._draw_base_seed()
         if (last is not None and not last.ended and not last.resumable
                 and self._engine is not None):
             # Another iterator of this loader is alive: this one is
             # independent, with an engine of its own (zip(loader, loader)),
             # as torch's iterators are. Each iter() is a new epoch: this
             # one loads the epoch after the other's.
-            seed = self._draw_base_seed()
             first = self._engine.next_epoch if self._explicit else self._engine.ld.epoch + 1
             eng = _Engine(self, seed, first)
             eng.fresh = True
@@ -1147,7 +1147,6 @@ class DataLoader:
             it = eng.iterate(raw)
             weakref.finalize(it, eng.close)
             return it
-        seed = self._draw_base_seed()
         eng = self._primary(seed)
         eng.begin_epoch(seed)
         it = eng.iterate(raw)

@@ -39,54 +39,6 @@ static pl_status validate(const pl_dataset *ds, const pl_loader_config *cfg,
 
 /* ------------------------------------------------------------ job stream */
 
-int pl_core_job_exists(const pl_core *c, uint64_t job) {
-  if (job < c->base) /* an explicit epoch dropped by a queue_order */
-    return 0;
-  uint64_t j = job - c->base;
-  if (c->order) /* explicit epochs end their stream (loader_order.c) */
-    return j < c->first.num_batches +
-                   (c->then ? c->second.num_batches : 0);
-  return j < c->first.num_batches || c->full.num_batches > 0;
-}
-
-void pl_core_job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
-                        pl_epoch_plan *plan, pl_order **order) {
-  uint64_t j = job - c->base;
-  if (j < c->first.num_batches) {
-    *plan = c->first;
-    *batch = j;
-    if (order)
-      *order = c->order;
-    return;
-  }
-  j -= c->first.num_batches;
-  if (c->order) { /* the queued explicit epoch */
-    *plan = c->second;
-    *batch = j;
-    if (order)
-      *order = c->then;
-    return;
-  }
-  uint64_t nb = c->full.num_batches;
-  pl_sampler_plan(&c->sampler, c->first.epoch + 1 + j / nb, 0, plan);
-  *batch = j % nb;
-  if (order)
-    *order = NULL;
-}
-
-/* The first job of `epoch` in the current stream (its end, for an epoch
- * after the last explicit one). */
-static uint64_t epoch_first_job(const pl_core *c, uint64_t epoch) {
-  uint64_t n1 = c->base + c->first.num_batches;
-  if (epoch <= c->first.epoch)
-    return c->base;
-  if (c->order)
-    return n1 + (epoch > c->first.epoch + 1 && c->then
-                     ? c->second.num_batches
-                     : 0);
-  return n1 + (epoch - c->first.epoch - 1) * c->full.num_batches;
-}
-
 static int slot_is_stale(const pl_core *c, const pl_batch *b) {
   return b->gen != c->gen || b->job < c->next_deliver;
 }
@@ -112,6 +64,8 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
   pl_sampler_plan(&c->sampler, epoch, start, &c->first);
   if (c->first.num_batches == 0 && start > 0 && c->full.num_batches > 0)
     pl_sampler_plan(&c->sampler, ++epoch, 0, &c->first);
+  if (c->cfg.explicit_order) /* an empty explicit epoch until set_order */
+    c->first.start = c->first.per_rank = c->first.num_batches = 0;
   c->gen++;
   atomic_store_explicit(&c->gen_now, c->gen, memory_order_relaxed);
   c->next_claim = c->next_deliver = 0;
@@ -127,7 +81,7 @@ static void skip_epoch_of(pl_core *c, uint64_t job) {
   if (job < c->base) /* its epoch was delivered and dropped meanwhile */
     return;
   pl_core_job_locate(c, job, &b, &p, NULL);
-  c->next_deliver = epoch_first_job(c, p.epoch + 1);
+  c->next_deliver = pl_core_epoch_first_job(c, p.epoch + 1);
   if (c->next_claim < c->next_deliver)
     c->next_claim = c->next_deliver;
   c->cur_epoch = p.epoch + 1;
@@ -453,15 +407,6 @@ static pl_status open_backend(pl_core *c, pl_error *err) {
   return plan_and_create(c, PL_DEVICE_CPU, err);
 }
 
-/* config.explicit_order: the stream a loader starts with is an explicit
- * epoch of no batches (pl_core_restart made the loader's own first). */
-static pl_status begin_empty_order(pl_core *c, pl_error *err) {
-  const uint64_t no_batches = 0;
-  PL_TRY(pl_order_new(c, NULL, &no_batches, 0, &c->order, err));
-  c->first.start = c->first.per_rank = c->first.num_batches = 0;
-  return PL_OK;
-}
-
 static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
                           pl_core **out, pl_error *err) {
   pl_core *c = pl_calloc(1, sizeof *c);
@@ -502,8 +447,6 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   PL_TRY(open_backend(c, err));
   pl_timing_init(c);
   pl_core_restart(c, cfg->epoch, 0);
-  if (cfg->explicit_order) /* an empty explicit epoch until set_order */
-    PL_TRY(begin_empty_order(c, err));
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
   int initial = PL_MIN(c->prefetch + 1, c->max_slots);
@@ -896,7 +839,7 @@ pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
  * (deliver), and an empty one has none. [mu] */
 static pl_status queue_locked(pl_core *c, uint64_t epoch, pl_order *o,
                               pl_error *err) {
-  if (!c->order)
+  if (!pl_core_explicit(c))
     return pl_errorf(err, PL_BAD_STATE,
                      "no explicit epoch to queue epoch %llu after "
                      "(pl_loader_set_order begins one)",
@@ -1023,19 +966,4 @@ pl_status pl_loader_sync(pl_loader *ld, pl_error *err) {
     return pl_core_forked(ld->core, err);
   pl_backend *be = ld->core->be;
   return be->vt->sync ? be->vt->sync(be, err) : PL_OK;
-}
-
-/* ------------------------------------------------------------ position */
-
-void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start) {
-  if (c->end_pending || !pl_core_job_exists(c, c->next_deliver)) {
-    *epoch = c->cur_epoch + 1;
-    *start = 0;
-    return;
-  }
-  uint64_t b;
-  pl_epoch_plan p;
-  pl_core_job_locate(c, c->next_deliver, &b, &p, NULL);
-  *epoch = p.epoch;
-  *start = p.start + b * c->sampler.batch * c->sampler.world;
 }

@@ -16,7 +16,9 @@
  *
  * Who calls whom: loader.c (create, the job stream, workers, consumer)
  * calls loader_fill.c (pl_fill), which calls loader_direct.c; batch.c and
- * state.c call loader.c. Nothing calls back up that chain.
+ * state.c call loader.c; loader.c, replay.c and state.c call stream.c (the
+ * stream's arithmetic), which calls none of them. Nothing calls back up
+ * that chain.
  *
  * The job stream. Batches are numbered jobs 0, 1, 2, ... from the stream's
  * start (creation, set_epoch, set_order or load_state start a new stream
@@ -207,6 +209,13 @@ void pl_fill(pl_core *c, pl_batch *b);
  * spans straight from the dataset's memory, the small fields gathered. */
 pl_status pl_direct_fill(pl_core *c, pl_batch *b);
 
+/* Whether the stream is made of explicit epochs: an order given
+ * (set_order), or config.explicit_order (then, before the first order or
+ * after a set_epoch, an empty explicit epoch). [mu] */
+static inline int pl_core_explicit(const pl_core *c) {
+  return c->order != NULL || c->cfg.explicit_order;
+}
+
 /* Whether the caller is a forked child of the process that made c. */
 static inline int pl_core_foreign(const pl_core *c) {
   return getpid() != c->pid;
@@ -268,17 +277,17 @@ void pl_core_unref(pl_core *c);
 /* Frees the core; its last reference is gone. */
 void pl_core_free(pl_core *c);
 
-/* Where the next delivery stands: its epoch and the global position (in
- * the epoch's order, all ranks together) of its first sample. [mu] */
-void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start);
-
-/* The stream arithmetic (loader.c), for the replay too: whether job
- * exists in the stream, and (for a job >= base that exists) its batch
- * within its epoch, that epoch's plan and its explicit order (or NULL).
- * [mu] */
+/* The job stream's arithmetic (stream.c), all [mu]: whether job exists in
+ * the stream; for a job >= base that exists, its batch within its epoch,
+ * that epoch's plan and its explicit order (or NULL); the first job of
+ * `epoch` (the stream's end for an epoch past its last explicit one); and
+ * where the next delivery stands: its epoch and the global position (in
+ * the epoch's order, all ranks together) of its first sample. */
 int pl_core_job_exists(const pl_core *c, uint64_t job);
 void pl_core_job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
                         pl_epoch_plan *plan, pl_order **order);
+uint64_t pl_core_epoch_first_job(const pl_core *c, uint64_t epoch);
+void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start);
 
 /* Start a new stream at (epoch, global start position). [mu] held. */
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start);

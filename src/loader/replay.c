@@ -52,7 +52,7 @@ void pl_replay_on_deliver(pl_core *c, pl_batch *b) {
 }
 
 /* The epoch of a job the replay stands in for, and whether it begins
- * that epoch (loader.c's stream arithmetic). */
+ * that epoch (stream.c). */
 static uint64_t job_epoch(const pl_core *c, uint64_t job) {
   uint64_t batch;
   pl_epoch_plan p;

@@ -54,7 +54,7 @@ pl_status pl_loader_save_state(const pl_loader *ld, void *buf, size_t *len,
     return pl_core_forked(c, err);
   uint64_t epoch, pos;
   pthread_mutex_lock(&c->mu);
-  int explicit_order = c->order != NULL;
+  int explicit_order = pl_core_explicit(c);
   pl_core_position(c, &epoch, &pos);
   pthread_mutex_unlock(&c->mu);
   if (explicit_order) /* pyworkers: loader_order.c */
@@ -156,6 +156,10 @@ pl_status pl_loader_load_state(pl_loader *ld, const void *buf, size_t len,
   if (pl_core_foreign(c))
     return pl_core_forked(c, err);
   PL_TRY(check_match(&c->sampler, p, err));
+  if (c->cfg.explicit_order)
+    return pl_errorf(err, PL_BAD_STATE,
+                     "the loader's epochs come from pl_loader_set_order "
+                     "(explicit_order): a state blob cannot place it");
   pthread_mutex_lock(&c->mu);
   pl_core_restart(c, get64(p + 32), get64(p + 40));
   pthread_mutex_unlock(&c->mu);
