@@ -92,16 +92,24 @@ static pl_dataset *make_ds(cb_state *st, uint64_t n, int flags) {
   return ds;
 }
 
-static pl_loader *make_loader(pl_dataset *ds, uint32_t bs, int workers) {
+/* explicit_order: nothing of the loader's own order is read (its first
+ * batches would race with a test's set_order). */
+static pl_loader *make_loader_of(pl_dataset *ds, uint32_t bs, int workers,
+                                 int explicit_order) {
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);
   cfg.batch_size = bs;
   cfg.num_workers = workers;
   cfg.device = PL_DEVICE_CPU;
+  cfg.explicit_order = explicit_order;
   pl_loader *ld = NULL;
   pl_error err;
   CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
   return ld;
+}
+
+static pl_loader *make_loader(pl_dataset *ds, uint32_t bs, int workers) {
+  return make_loader_of(ds, bs, workers, 0);
 }
 
 /* Checks batch b holds `want[0..n)`, in order. */
@@ -342,7 +350,7 @@ static void end_is(pl_loader *ld, uint64_t next_epoch) {
 static void test_queued_order(int workers) {
   cb_state st = {.fail_index = -1};
   pl_dataset *ds = make_ds(&st, 30, 0);
-  pl_loader *ld = make_loader(ds, 5, workers);
+  pl_loader *ld = make_loader_of(ds, 5, workers, 1);
   pl_dataset_destroy(ds);
   const uint64_t a[] = {29, 3, 3, 7, 0, 11, 12, 13, 14, 15, 2};
   const uint64_t a_starts[] = {0, 1, 4, 9, 11}; /* batches of 1, 3, 5, 2 */
@@ -353,9 +361,9 @@ static void test_queued_order(int workers) {
   const uint64_t none[] = {0};
   pl_error err;
   CHECK_STATUS(pl_loader_queue_order(ld, 8, b, b_starts, 2, &err),
-               PL_BAD_STATE, &err);
-  CHECK_MSG(&err, "no explicit epoch to queue epoch 8 after "
-                  "(pl_loader_set_order begins one)");
+               PL_INVALID_ARGUMENT, &err); /* explicit_order's empty epoch */
+  CHECK_MSG(&err, "epoch 0 is empty: an empty epoch is given by "
+                  "pl_loader_set_order, never queued or followed");
   CHECK_OK(pl_loader_set_order(ld, 7, a, a_starts, 4, &err), &err);
   CHECK_STATUS(pl_loader_queue_order(ld, 9, b, b_starts, 2, &err),
                PL_INVALID_ARGUMENT, &err);
@@ -405,6 +413,15 @@ static void test_queued_order(int workers) {
   CHECK_MSG(&err, "epoch 30 is empty: an empty epoch is given by "
                   "pl_loader_set_order, never queued or followed");
   end_is(ld, 31);
+  pl_loader_destroy(ld);
+  /* A stream of the loader's own order has no explicit epoch to follow. */
+  ds = make_ds(&st, 30, 0);
+  ld = make_loader(ds, 5, workers);
+  pl_dataset_destroy(ds);
+  CHECK_STATUS(pl_loader_queue_order(ld, 1, c, c_starts, 1, &err),
+               PL_BAD_STATE, &err);
+  CHECK_MSG(&err, "no explicit epoch to queue epoch 1 after "
+                  "(pl_loader_set_order begins one)");
   pl_loader_destroy(ld);
 }
 
