@@ -239,11 +239,15 @@ def _order_arrays(batches):
 
 
 def _draw_ahead(dl):
-    """(base seed, batches) that the next iter() of a loader with its own
-    RandomSampler draws, if nobody draws from the generator before it:
-    the same draws made on a copy of the generator's state. As torch's
+    """(base seed, indices, starts) that the next iter() of a loader with
+    its own RandomSampler draws, if nobody draws from the generator before
+    it: the same draws made on a copy of the generator's state. As torch's
     RandomSampler, without a generator of its own one draw seeds a fresh
-    generator for the permutation."""
+    generator for the permutation; without replacement over the whole
+    dataset the order is one randperm, batched here with numpy (ImageNet's
+    1.28 M samples: milliseconds, where the sampler's lists take 300 ms)."""
+    import numpy as np
+
     torch = _torch()
     from torch.utils.data import BatchSampler, RandomSampler
 
@@ -255,17 +259,22 @@ def _draw_ahead(dl):
         return int(torch.empty((), dtype=torch.int64).random_(generator=copy).item())
 
     seed = draw()
-    s = dl.sampler
+    s, bs = dl.sampler, dl.batch_sampler
     perm = copy
     if s.generator is None:
         perm = torch.Generator()
         perm.manual_seed(draw())
+    n = len(s.data_source)
+    if not s.replacement and s._num_samples is None and type(bs) is BatchSampler and n > 0:
+        idx = torch.randperm(n, generator=perm).numpy().astype(np.uint64)
+        nb = n // bs.batch_size if bs.drop_last else -(-n // bs.batch_size)
+        starts = np.minimum(np.arange(nb + 1, dtype=np.uint64) * bs.batch_size, n)
+        return seed, idx[:int(starts[-1])], starts
     twin = RandomSampler(s.data_source, replacement=s.replacement, num_samples=s._num_samples,
                          generator=perm)
-    if dl.batch_sampler is None:
-        return seed, [[i] for i in twin]
-    bs = dl.batch_sampler
-    return seed, [list(b) for b in BatchSampler(twin, bs.batch_size, bs.drop_last)]
+    if bs is None:
+        return (seed,) + _order_arrays([[i] for i in twin])
+    return (seed,) + _order_arrays([list(b) for b in BatchSampler(twin, bs.batch_size, bs.drop_last)])
 
 
 class _Guess:
@@ -575,13 +584,12 @@ class _Engine:
         self.look_at = None
         dl = self.dl
         try:
-            seed, batches = _draw_ahead(dl)
+            seed, indices, starts = _draw_ahead(dl)
         except Exception:
             return  # iter() draws for itself and raises it there
-        if not batches:
-            return
+        if len(starts) < 2:
+            return  # an empty epoch: nothing to begin early
         epoch = self.next_epoch
-        indices, starts = _order_arrays(batches)
         if self.ps is not None and not dl.persistent_workers:
             self.ps.set_base_seed(epoch, seed & 0xFFFFFFFFFFFFFFFF)
         try:
