@@ -126,18 +126,6 @@ def wait_for(cond, what, limit_s=20.0):
         time.sleep(0.005)
 
 
-def settled(read, quiet_s=0.2):
-    """read() once it gave the same twice, quiet_s apart."""
-    last = read()
-    for _ in range(100):
-        time.sleep(quiet_s)
-        now = read()
-        if now == last:
-            return now
-        last = now
-    raise AssertionError("the reads never settled")
-
-
 @pytest.mark.parametrize("n, drop_last", [(64, False), (67, True), (67, False)])
 @pytest.mark.parametrize("mode", MODES[1:], ids=MODE_IDS[1:])
 def test_workers_read_the_next_epoch_before_iter(mode, n, drop_last):
@@ -153,7 +141,8 @@ def test_workers_read_the_next_epoch_before_iter(mode, n, drop_last):
     ds = D.Counted(n)
     torch.manual_seed(2)
     loader = pinloader.DataLoader(ds, batch_size=bs, shuffle=True, drop_last=drop_last,
-                                  multiprocessing_context="fork", **mode)
+                                  prefetch_factor=2, multiprocessing_context="fork", **mode)
+    depth = 2 * mode["num_workers"]  # batches in flight: those read ahead
     probed = ds.counts()  # the loader's probe of sample 0, in this process
 
     def counts():
@@ -169,9 +158,12 @@ def test_workers_read_the_next_epoch_before_iter(mode, n, drop_last):
     for e in range(2):
         assert [b[1].tolist() for b in loader] == ref[e]
         done = reads_of(b for epoch in ref[:e + 1] for b in epoch)
-        ahead = ref[e + 1][0]  # the next epoch's first batch: read before iter()
-        wait_for(lambda: all(counts()[i] > done[i] for i in ahead), "epoch %d's first batch" % (e + 1))
-        extra = [c - d for c, d in zip(settled(counts), done)]  # the prefetch depth's, then no more
-        prefixes = [reads_of(ref[e + 1][:k]) for k in range(1, len(ref[e + 1]) + 1)]
-        assert extra in prefixes, extra
+        ahead = reads_of(ref[e + 1][:depth])  # the next epoch's first batches
+
+        def extra():
+            return [c - d for c, d in zip(counts(), done)]
+
+        wait_for(lambda: extra() == ahead, "epoch %d's first %d batches" % (e + 1, depth))
+        time.sleep(0.2)
+        assert extra() == ahead  # and no more: the prefetch depth's
     loader.close()
