@@ -425,6 +425,31 @@ static void test_queued_order(int workers) {
   pl_loader_destroy(ld);
 }
 
+/* A batch of an explicit epoch fails with the next epoch queued: the error
+ * takes the place of the epoch's end (as in the loader's own order), and
+ * the next batch is the queued epoch's first. */
+static void test_failure_before_a_queued_epoch(int workers) {
+  cb_state st = {.fail_index = 7};
+  pl_dataset *ds = make_ds(&st, 30, 0);
+  pl_loader *ld = make_loader_of(ds, 5, workers, 1);
+  pl_dataset_destroy(ds);
+  const uint64_t a[] = {1, 2, 7, 4};
+  const uint64_t a_starts[] = {0, 2, 4}; /* sample 7 in batch 1 */
+  const uint64_t b[] = {20, 21, 22};
+  const uint64_t b_starts[] = {0, 2, 3};
+  pl_error err;
+  pl_batch *got;
+  CHECK_OK(pl_loader_set_order(ld, 3, a, a_starts, 2, &err), &err);
+  CHECK_OK(pl_loader_queue_order(ld, 4, b, b_starts, 2, &err), &err);
+  next_is(ld, 3, 0, a, a_starts);
+  CHECK_STATUS(pl_loader_next(ld, &got, &err), PL_CALLBACK, &err);
+  CHECK_EQ_U64(pl_loader_epoch(ld), 4);
+  next_is(ld, 4, 0, b, b_starts);
+  next_is(ld, 4, 1, b, b_starts);
+  end_is(ld, 5);
+  pl_loader_destroy(ld);
+}
+
 /* config.explicit_order: nothing is read before the first set_order (no
  * batch of the loader's own order), which then delivers as usual. */
 static void test_explicit_order_only(void) {
@@ -512,6 +537,8 @@ int main(void) {
   test_queued_order(0);
   test_queued_order(2);
   test_explicit_order_only();
+  test_failure_before_a_queued_epoch(0);
+  test_failure_before_a_queued_epoch(2);
   test_abandoned_batch_is_told();
   return pl_test_finish("test_batch_callback");
 }

@@ -238,10 +238,11 @@ def _order_arrays(batches):
     return indices, starts
 
 
-def _draw_ahead(dl):
+def _draw_ahead(dl, kept_seed=None):
     """(base seed, indices, starts) that the next iter() of a loader with
     its own RandomSampler draws, if nobody draws from the generator before
-    it: the same draws made on a copy of the generator's state. As torch's
+    it: the same draws made on a copy of the generator's state (no base
+    seed drawn when iter() keeps one: kept_seed). As torch's
     RandomSampler, without a generator of its own one draw seeds a fresh
     generator for the permutation; without replacement over the whole
     dataset the order is one randperm, batched here with numpy (ImageNet's
@@ -258,7 +259,7 @@ def _draw_ahead(dl):
     def draw():
         return int(torch.empty((), dtype=torch.int64).random_(generator=copy).item())
 
-    seed = draw()
+    seed = draw() if kept_seed is None else kept_seed
     s, bs = dl.sampler, dl.batch_sampler
     perm = copy
     if s.generator is None:
@@ -326,6 +327,7 @@ class _Engine:
         self.fresh = False  # set_epoch / load_state_dict: begin where it stands
         self.exhausted = set()  # IterableDataset workers that ran out
         self.next_epoch = first_epoch  # an explicit order's next epoch
+        self.base_seed = base_seed
         self.extra = False  # a second iterator's engine (zip(loader, loader))
         self.guess = None  # the next epoch's order, guessed and queued
         self.look_at = None  # (epoch, batch index): when to guess it
@@ -572,7 +574,14 @@ class _Engine:
 
     def _plan_guess(self, epoch, nbatches):
         dl = self.dl
-        if self.extra or dl._user_sampler or not dl._explicit or nbatches == 0:
+        if self.extra or dl._user_sampler or not dl._explicit or nbatches == 0 or dl.num_workers == 0:
+            return
+        if dl._plan.native is None and (not self.procs or dl.in_order):
+            # A Python dataset read in this process (worker_mode="thread")
+            # would run __getitem__ early here, moving torch's generator
+            # before iter() draws from it; with in_order=True a dropped
+            # guess would move the workers' own random streams (and the
+            # round robin would meet the next epoch early).
             return
         self.look_at = (epoch, max(0, nbatches - 2 * self.depth))
 
@@ -584,7 +593,7 @@ class _Engine:
         self.look_at = None
         dl = self.dl
         try:
-            seed, indices, starts = _draw_ahead(dl)
+            seed, indices, starts = _draw_ahead(dl, dl._kept_base_seed(self))
         except Exception:
             return  # iter() draws for itself and raises it there
         if len(starts) < 2:
@@ -687,13 +696,18 @@ class _Engine:
         if isinstance(exc, KeyboardInterrupt):
             return exc  # nothing was lost: iterating again resumes
         status = getattr(exc, "status", None)
-        if not isinstance(exc, Error) or status is None:
-            it.mid_epoch = 0  # raised by a thread-mode __getitem__: epoch ended
-            return exc
-        if status == "PL_EXHAUSTED":
+        if status == "PL_EXHAUSTED" and isinstance(exc, Error):
             it.resumable = 1  # nothing lost: release batches and go on
             return exc
-        it.mid_epoch = 0  # the C loader ended the epoch
+        # The C loader ended the epoch (a thread-mode __getitem__'s own
+        # exception, a failed batch, a stall, a dead worker): so does the
+        # iterator. The stream itself may go on into the next epoch (the
+        # loader's own order, an epoch queued early): that is the next
+        # iter()'s.
+        it.mid_epoch = 0
+        it.ended = 1
+        if not isinstance(exc, Error) or status is None:
+            return exc
         msg = str(exc)
         if re.search(r"\[pinloader-died (\d+)\]", msg):
             self.broken = True  # (also with a worker's exception: a split batch)
@@ -1051,6 +1065,16 @@ class DataLoader:
             return [list(b) for b in self.batch_sampler]
         return [[i] for i in self.sampler]  # unbatched
 
+    def _kept_base_seed(self, eng):
+        """The base seed an iter() keeps instead of drawing one: with
+        persistent_workers, torch's DataLoader has one iterator for its
+        life, whose base seed was drawn once; so does pinloader's engine
+        (until a worker died: a new engine draws anew). None: draw."""
+        if (self.persistent_workers and self.num_workers > 0 and eng is not None
+                and eng.started and not eng.broken):
+            return eng.base_seed
+        return None
+
     def _draw_base_seed(self):
         """torch's base seed for this iteration's workers: one draw of the
         loader's generator (or the global one) per iter(), as torch's."""
@@ -1139,13 +1163,13 @@ class DataLoader:
 
     def _start(self, raw):
         last = self._last_iter() if self._last_iter is not None else None
-        seed = self._draw_base_seed()
         if (last is not None and not last.ended and not last.resumable
                 and self._engine is not None):
             # Another iterator of this loader is alive: this one is
             # independent, with an engine of its own (zip(loader, loader)),
             # as torch's iterators are. Each iter() is a new epoch: this
             # one loads the epoch after the other's.
+            seed = self._draw_base_seed()
             first = self._engine.next_epoch if self._explicit else self._engine.ld.epoch + 1
             eng = _Engine(self, seed, first)
             eng.fresh = True
@@ -1155,6 +1179,8 @@ class DataLoader:
             it = eng.iterate(raw)
             weakref.finalize(it, eng.close)
             return it
+        kept = self._kept_base_seed(self._engine)
+        seed = kept if kept is not None else self._draw_base_seed()
         eng = self._primary(seed)
         eng.begin_epoch(seed)
         it = eng.iterate(raw)
@@ -1185,8 +1211,8 @@ class DataLoader:
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError("not a pinloader DataLoader state_dict (format %r)" % (STATE_FORMAT,))
         eng = self._primary()
+        eng.ld.load_state(state["state"])  # a refusal leaves everything as it was
         _C.reset_iter_state(eng.ld)
-        eng.ld.load_state(state["state"])
         eng.fresh = True
         self._last_iter = None
 

@@ -77,6 +77,42 @@ class Counted:
         return np.frombuffer(self.reads, dtype=np.int64).tolist()
 
 
+class FailOnce:
+    """Sample i: (int64 [2] filled with i, i); sample `bad` raises
+    ValueError on its first read only (a flag in an anonymous shared
+    mapping: forked workers see it)."""
+
+    def __init__(self, n, bad):
+        import mmap
+
+        self.n, self.bad = n, bad
+        self.flag = mmap.mmap(-1, 8, flags=mmap.MAP_SHARED)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        f = np.frombuffer(self.flag, dtype=np.int64)
+        if i == self.bad and f[0] == 0:
+            f[0] = 1
+            raise ValueError("bad sample %d" % i)
+        return np.full(2, i, dtype=np.int64), i
+
+
+class TorchRandom:
+    """Sample i: (int64 [2] filled with i, a draw of torch's global
+    generator), as a torchvision random transform draws; 1 ms a sample."""
+
+    def __len__(self):
+        return 83
+
+    def __getitem__(self, i):
+        import torch
+
+        time.sleep(0.001)
+        return np.full(2, i, dtype=np.int64), float(torch.rand(()))
+
+
 class GlobalRandom:
     """Augmentation from the global generators (as most user code does)."""
 

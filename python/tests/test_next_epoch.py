@@ -119,6 +119,78 @@ def test_non_persistent_workers_reseed_as_torchs():
     assert epochs(pinloader.DataLoader, in_order=True) == epochs(DataLoader)
 
 
+def test_persistent_workers_draw_one_base_seed_as_torch():
+    # torch's DataLoader keeps one iterator (and its base seed) for a
+    # persistent loader's life: every later iter() draws only the order
+    def make(cls):
+        return lambda: cls(D.Indexed(40), batch_size=4, shuffle=True, num_workers=2,
+                           persistent_workers=True)
+
+    assert run(make(pinloader.DataLoader), 4, nothing) == run(make(DataLoader), 4, nothing)
+
+
+def test_an_error_ends_the_iterator_before_the_queued_epoch():
+    """A batch fails in the last batches of an epoch, after the next epoch
+    was queued: the iterator ends there (StopIteration next), and the next
+    iter() is the next epoch, torch's order, whole."""
+    torch.manual_seed(3)
+    ref = [[b[1].tolist() for b in DataLoader(D.Indexed(83), batch_size=8, shuffle=True)]
+           for _ in range(2)]
+    bad = ref[0][-1][0]  # in epoch 0's last batch
+    torch.manual_seed(3)
+    loader = pinloader.DataLoader(D.FailOnce(83, bad), batch_size=8, shuffle=True, num_workers=2,
+                                  multiprocessing_context="fork")
+    it = iter(loader)
+    got = [next(it)[1].tolist() for _ in range(len(ref[0]) - 1)]
+    assert got == ref[0][:-1]
+    with pytest.raises(ValueError, match="bad sample %d" % bad):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert [b[1].tolist() for b in loader] == ref[1]
+    loader.close()
+
+
+def test_thread_workers_read_nothing_early():
+    """worker_mode="thread" reads a Python dataset in this process, where
+    __getitem__ draws from torch's generator: nothing of the next epoch is
+    read before iter() (it would move the generator by a timing-dependent
+    amount), so the orders do not depend on a pause before each iter()."""
+    def orders(pause):
+        torch.manual_seed(3)
+        loader = pinloader.DataLoader(D.TorchRandom(), batch_size=8, shuffle=True, num_workers=2,
+                                      worker_mode="thread")
+        out = []
+        for _ in range(3):
+            time.sleep(pause)
+            out.append([b[0][:, 0].tolist() for b in loader])
+        loader.close()
+        return out
+
+    assert orders(0.0) == orders(0.3)
+
+
+def test_in_order_workers_random_streams_stay_torchs():
+    """in_order=True: each worker's random stream runs on as torch's. No
+    early epoch is read (a dropped one would have moved the streams): with
+    the generator drawn from between epochs, the draws are still torch's."""
+    def epochs(cls, **kw):
+        torch.manual_seed(6)
+        loader = cls(D.GlobalRandom(), batch_size=4, shuffle=True, num_workers=2,
+                     persistent_workers=True, **kw)
+        out = []
+        for e in range(3):
+            if e == 2:
+                torch.rand(1)
+                time.sleep(0.3)  # time the workers would have had to read ahead
+            out.append([[float(v) for v in x] for b in loader for x in b[1:]])
+        if hasattr(loader, "close"):
+            loader.close()
+        return out
+
+    assert epochs(pinloader.DataLoader, in_order=True) == epochs(DataLoader)
+
+
 def wait_for(cond, what, limit_s=20.0):
     end = time.monotonic() + limit_s
     while not cond():
@@ -127,8 +199,7 @@ def wait_for(cond, what, limit_s=20.0):
 
 
 @pytest.mark.parametrize("n, drop_last", [(64, False), (67, True), (67, False)])
-@pytest.mark.parametrize("mode", MODES[1:], ids=MODE_IDS[1:])
-def test_workers_read_the_next_epoch_before_iter(mode, n, drop_last):
+def test_workers_read_the_next_epoch_before_iter(n, drop_last):
     """After an epoch, before iter(), the workers have read the next
     epoch's first batch (torch's order for it); when the guess holds, no
     sample is read more often than torch's epochs hold it, and what was
@@ -141,8 +212,8 @@ def test_workers_read_the_next_epoch_before_iter(mode, n, drop_last):
     ds = D.Counted(n)
     torch.manual_seed(2)
     loader = pinloader.DataLoader(ds, batch_size=bs, shuffle=True, drop_last=drop_last,
-                                  prefetch_factor=2, multiprocessing_context="fork", **mode)
-    depth = 2 * mode["num_workers"]  # batches in flight: those read ahead
+                                  num_workers=2, prefetch_factor=2, multiprocessing_context="fork")
+    depth = 4  # batches in flight (2 per worker): those read ahead
     probed = ds.counts()  # the loader's probe of sample 0, in this process
 
     def counts():

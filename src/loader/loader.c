@@ -74,17 +74,18 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
   drop_stale(c);
 }
 
-/* The consumer gave up on the rest of the epoch of `job` (an error). */
-static void skip_epoch_of(pl_core *c, uint64_t job) {
-  uint64_t b;
-  pl_epoch_plan p;
-  if (job < c->base) /* its epoch was delivered and dropped meanwhile */
-    return;
-  pl_core_job_locate(c, job, &b, &p, NULL);
-  c->next_deliver = pl_core_epoch_first_job(c, p.epoch + 1);
+/* The consumer gave up on the rest of `epoch` (an error): the next
+ * delivery is the next epoch's first batch. Never backwards: the epoch may
+ * have been delivered to its end and dropped meanwhile (a queue_order while
+ * deliver had the lock released). */
+static void skip_epoch(pl_core *c, uint64_t epoch) {
+  uint64_t next = pl_core_epoch_first_job(c, epoch + 1);
+  if (c->next_deliver < next)
+    c->next_deliver = next;
   if (c->next_claim < c->next_deliver)
     c->next_claim = c->next_deliver;
-  c->cur_epoch = p.epoch + 1;
+  if (c->cur_epoch < epoch + 1)
+    c->cur_epoch = epoch + 1;
   drop_stale(c);
 }
 
@@ -605,7 +606,7 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     b->state = SLOT_FREE;
     c->refs--; /* the loader handle still holds one */
     c->end_pending = 0;
-    skip_epoch_of(c, b->job);
+    skip_epoch(c, b->epoch);
     return s;
   }
   c->batches_delivered++;
@@ -622,7 +623,7 @@ static pl_status take_failure(pl_core *c, pl_batch *b, pl_error *err) {
   if (err)
     *err = b->err;
   b->state = SLOT_FREE;
-  skip_epoch_of(c, b->job);
+  skip_epoch(c, b->epoch);
   return s;
 }
 
@@ -637,7 +638,7 @@ static pl_status check_stall(pl_core *c, pl_batch *b, pl_error *err) {
             "sample %llu: still loading after %.1f s (timeout %.1f s)",
             (unsigned long long)idx, pl_now() - t0, c->cfg.timeout_s);
   pl_error_set_sample(err, idx);
-  skip_epoch_of(c, b->job);
+  skip_epoch(c, b->epoch);
   return PL_TIMEOUT;
 }
 
