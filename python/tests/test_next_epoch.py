@@ -119,14 +119,15 @@ def test_non_persistent_workers_reseed_as_torchs():
     assert epochs(pinloader.DataLoader, in_order=True) == epochs(DataLoader)
 
 
-def test_persistent_workers_draw_one_base_seed_as_torch():
+@pytest.mark.parametrize("mode", MODES[1:], ids=MODE_IDS[1:])
+def test_persistent_workers_draw_one_base_seed_as_torch(mode):
     # torch's DataLoader keeps one iterator (and its base seed) for a
     # persistent loader's life: every later iter() draws only the order
-    def make(cls):
-        return lambda: cls(D.Indexed(40), batch_size=4, shuffle=True, num_workers=2,
-                           persistent_workers=True)
-
-    assert run(make(pinloader.DataLoader), 4, nothing) == run(make(DataLoader), 4, nothing)
+    ref = run(lambda: DataLoader(D.Indexed(40), batch_size=4, shuffle=True, num_workers=2,
+                                 persistent_workers=True), 4, nothing)
+    got = run(lambda: pinloader.DataLoader(D.Indexed(40), batch_size=4, shuffle=True,
+                                           persistent_workers=True, **mode), 4, nothing)
+    assert got == ref
 
 
 def test_an_error_ends_the_iterator_before_the_queued_epoch():
