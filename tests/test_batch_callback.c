@@ -93,15 +93,16 @@ static pl_dataset *make_ds(cb_state *st, uint64_t n, int flags) {
 }
 
 /* explicit_order: nothing of the loader's own order is read (its first
- * batches would race with a test's set_order). */
+ * batches would race with a test's set_order); epoch: the first. */
 static pl_loader *make_loader_of(pl_dataset *ds, uint32_t bs, int workers,
-                                 int explicit_order) {
+                                 int explicit_order, uint64_t epoch) {
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);
   cfg.batch_size = bs;
   cfg.num_workers = workers;
   cfg.device = PL_DEVICE_CPU;
   cfg.explicit_order = explicit_order;
+  cfg.epoch = epoch;
   pl_loader *ld = NULL;
   pl_error err;
   CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
@@ -109,7 +110,7 @@ static pl_loader *make_loader_of(pl_dataset *ds, uint32_t bs, int workers,
 }
 
 static pl_loader *make_loader(pl_dataset *ds, uint32_t bs, int workers) {
-  return make_loader_of(ds, bs, workers, 0);
+  return make_loader_of(ds, bs, workers, 0, 0);
 }
 
 /* Checks batch b holds `want[0..n)`, in order. */
@@ -350,7 +351,7 @@ static void end_is(pl_loader *ld, uint64_t next_epoch) {
 static void test_queued_order(int workers) {
   cb_state st = {.fail_index = -1};
   pl_dataset *ds = make_ds(&st, 30, 0);
-  pl_loader *ld = make_loader_of(ds, 5, workers, 1);
+  pl_loader *ld = make_loader_of(ds, 5, workers, 1, 0);
   pl_dataset_destroy(ds);
   const uint64_t a[] = {29, 3, 3, 7, 0, 11, 12, 13, 14, 15, 2};
   const uint64_t a_starts[] = {0, 1, 4, 9, 11}; /* batches of 1, 3, 5, 2 */
@@ -431,7 +432,7 @@ static void test_queued_order(int workers) {
 static void test_failure_before_a_queued_epoch(int workers) {
   cb_state st = {.fail_index = 7};
   pl_dataset *ds = make_ds(&st, 30, 0);
-  pl_loader *ld = make_loader_of(ds, 5, workers, 1);
+  pl_loader *ld = make_loader_of(ds, 5, workers, 1, 0);
   pl_dataset_destroy(ds);
   const uint64_t a[] = {1, 2, 7, 4};
   const uint64_t a_starts[] = {0, 2, 4}; /* sample 7 in batch 1 */
@@ -455,17 +456,9 @@ static void test_failure_before_a_queued_epoch(int workers) {
 static void test_explicit_order_only(void) {
   cb_state st = {.fail_index = -1};
   pl_dataset *ds = make_ds(&st, 30, 0);
-  pl_loader_config cfg;
-  pl_loader_config_init(&cfg);
-  cfg.batch_size = 5;
-  cfg.num_workers = 2;
-  cfg.device = PL_DEVICE_CPU;
-  cfg.epoch = 4;
-  cfg.explicit_order = 1;
-  pl_loader *ld = NULL;
-  pl_error err;
-  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pl_loader *ld = make_loader_of(ds, 5, 2, 1, 4);
   pl_dataset_destroy(ds);
+  pl_error err;
   usleep(50000); /* workers of the loader's own order would read by now */
   CHECK_EQ_U64(atomic_load(&st.calls), 0);
   CHECK_EQ_U64(pl_loader_epoch(ld), 4);
@@ -483,10 +476,8 @@ static void test_explicit_order_only(void) {
   CHECK_EQ_U64(atomic_load(&st.calls), 2);
   end_is(ld, 10);
   /* a state blob (of a loader of the same shape) cannot place it */
-  cfg.explicit_order = 0;
-  pl_loader *own = NULL;
   pl_dataset *ds2 = make_ds(&st, 30, 0);
-  CHECK_OK(pl_loader_create(ds2, &cfg, &own, &err), &err);
+  pl_loader *own = make_loader_of(ds2, 5, 2, 0, 4);
   pl_dataset_destroy(ds2);
   uint8_t blob[256];
   size_t len = sizeof blob;

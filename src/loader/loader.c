@@ -809,24 +809,35 @@ pl_status pl_loader_next(pl_loader *ld, pl_batch **out, pl_error *err) {
   return pl_loader_next_timed(ld, -1, out, err);
 }
 
+/* The order a caller gives (set_order, queue_order), checked and copied. */
+static pl_status order_given(pl_loader *ld, const uint64_t *indices,
+                             const uint64_t *starts, uint64_t nbatches,
+                             pl_order **out, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  if (pl_core_foreign(ld->core))
+    return pl_core_forked(ld->core, err);
+  return pl_order_new(ld->core, indices, starts, nbatches, out, err);
+}
+
+/* The plan of an explicit epoch: all of o, from its first batch. */
+static pl_epoch_plan explicit_plan(uint64_t epoch, const pl_order *o) {
+  pl_epoch_plan p = {.epoch = epoch, .num_batches = o->nbatches};
+  p.per_rank = o->nbatches ? o->starts[o->nbatches] : 0;
+  return p;
+}
+
 /* An explicit epoch (loader_order.c holds the order itself). */
 pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
                               const uint64_t *indices, const uint64_t *starts,
                               uint64_t nbatches, pl_error *err) {
-  if (!ld)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
-  pl_core *c = ld->core;
-  if (pl_core_foreign(c))
-    return pl_core_forked(c, err);
   pl_order *o = NULL;
-  PL_TRY(pl_order_new(c, indices, starts, nbatches, &o, err));
+  PL_TRY(order_given(ld, indices, starts, nbatches, &o, err));
+  pl_core *c = ld->core;
   pthread_mutex_lock(&c->mu);
   pl_core_restart(c, epoch, 0); /* drops any earlier order */
   c->order = o;
-  c->first.epoch = epoch;
-  c->first.start = 0;
-  c->first.num_batches = nbatches;
-  c->first.per_rank = nbatches ? starts[nbatches] : 0;
+  c->first = explicit_plan(epoch, o);
   pl_wake_all_workers(c);
   pthread_mutex_unlock(&c->mu);
   return PL_OK;
@@ -869,10 +880,7 @@ static pl_status queue_locked(pl_core *c, uint64_t epoch, pl_order *o,
                      (unsigned long long)epoch,
                      (unsigned long long)c->first.epoch);
   c->then = o;
-  memset(&c->second, 0, sizeof c->second);
-  c->second.epoch = epoch;
-  c->second.num_batches = o->nbatches;
-  c->second.per_rank = o->nbatches ? o->starts[o->nbatches] : 0;
+  c->second = explicit_plan(epoch, o);
   pl_wake_all_workers(c);
   return PL_OK;
 }
@@ -881,13 +889,9 @@ pl_status pl_loader_queue_order(pl_loader *ld, uint64_t epoch,
                                 const uint64_t *indices,
                                 const uint64_t *starts, uint64_t nbatches,
                                 pl_error *err) {
-  if (!ld)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
-  pl_core *c = ld->core;
-  if (pl_core_foreign(c))
-    return pl_core_forked(c, err);
   pl_order *o = NULL;
-  PL_TRY(pl_order_new(c, indices, starts, nbatches, &o, err));
+  PL_TRY(order_given(ld, indices, starts, nbatches, &o, err));
+  pl_core *c = ld->core;
   pthread_mutex_lock(&c->mu);
   pl_status s = queue_locked(c, epoch, o, err);
   pthread_mutex_unlock(&c->mu);
