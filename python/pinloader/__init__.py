@@ -775,7 +775,8 @@ class _LocalFiller:
 
     def fill_local(self, mv, offsets, indices, epoch, seed, batch_index):
         views = self.filler._field_views(mv, offsets)
-        return self.filler.fill(indices, epoch, seed, batch_index, views)
+        return self.filler.fill(indices, epoch, seed, batch_index, views,
+                                writer=self.filler.writer(views))
 
 
 # ---------------------------------------------------------------- plans

@@ -185,6 +185,33 @@ def _write_fast(leaf, value, k, views):
     return False
 
 
+# How SampleWriter (samples.c) may take a field's value: its kinds.
+_FAST_NONE, _FAST_BUFFER, _FAST_TENSOR, _FAST_INT, _FAST_FLOAT, _FAST_BOOL = range(6)
+
+
+def writer_kinds(t):
+    """Per field of template t, (kind, type) for SampleWriter: the values
+    _write_fast takes (the probe's own type: a numpy array, a CPU tensor,
+    a Python number), and numpy scalars, which only the general path takes
+    here. None when the template has object leaves (no SampleWriter)."""
+    if t.nobjs:
+        return None
+    kinds = []
+    for leaf in t.fields:
+        fast = leaf.fast
+        if fast is None:
+            kinds.append((_FAST_NONE, None))
+        elif leaf.tdtype is not None:
+            kinds.append((_FAST_TENSOR, fast))
+        elif fast is np.ndarray or issubclass(fast, np.generic):
+            kinds.append((_FAST_BUFFER, fast))
+        elif fast in (int, float, bool):
+            kinds.append(({int: _FAST_INT, float: _FAST_FLOAT, bool: _FAST_BOOL}[fast], None))
+        else:
+            kinds.append((_FAST_NONE, None))
+    return kinds
+
+
 def write_sample(t, node, value, k, views, objs, where):
     """Writes one sample's leaves: fields into views[f][k], objects appended
     to objs[j]. `where` names the sample for errors."""

@@ -126,6 +126,8 @@ class Filler:
         self.t = spec.template
         self.maps = {}  # buffer id -> (mmap, fd_bytes)
         self.views = {}  # (buffer id, offsets) -> [ndarray per field]
+        self.writers = {}  # (buffer id, offsets) -> SampleWriter of those views
+        self.kinds = _collate.writer_kinds(self.t)  # None: no SampleWriter
         self.seeded = None
         self.progress = None  # report(sample) with a loader timeout
         self.iterator = None  # IterableDataset: this epoch's (False: ran out)
@@ -142,13 +144,21 @@ class Filler:
             out.append(np.ndarray(shape, dtype=dt, buffer=buf, offset=off))
         return out
 
+    def writer(self, views):
+        """A SampleWriter of views (None when the template has object
+        leaves, or for a collate_fn's output: not samples)."""
+        if self.kinds is None or self.spec.collate_fn is not None:
+            return None
+        return _C.SampleWriter(self.t.root, self.kinds, views)
+
     def views_for(self, buffer_id, fd, fd_bytes, offsets):
+        """The field views of that batch buffer and their SampleWriter."""
         key = (buffer_id, tuple(offsets))
         v = self.views.get(key)
         if v is not None:
             if fd >= 0:
                 os.close(fd)
-            return v
+            return v, self.writers[key]
         m = self.maps.get(buffer_id)
         if m is None or m[1] != fd_bytes:
             if fd < 0:
@@ -164,7 +174,8 @@ class Filler:
             os.close(fd)
         v = self._field_views(m[0], offsets)
         self.views[key] = v
-        return v
+        self.writers[key] = self.writer(v)
+        return v, self.writers[key]
 
     # -- seeding, as torch's workers
 
@@ -176,9 +187,10 @@ class Filler:
 
     # -- one batch
 
-    def fill(self, indices, epoch, seed, batch_index, views, first=0):
+    def fill(self, indices, epoch, seed, batch_index, views, first=0, writer=None):
         """Writes the batch (or, from position `first` on, a chunk of it)
-        into views; returns the pickled extras (bytes, b"" when none)."""
+        into views (through writer, views' SampleWriter, where it takes the
+        sample); returns the pickled extras (bytes, b"" when none)."""
         spec, t = self.spec, self.t
         ds = spec.dataset
         n = len(indices)
@@ -187,7 +199,7 @@ class Filler:
         reseed = spec.batch_seeding and not spec.iterable
         try:
             if spec.iterable:
-                return self._fill_iterable(n, epoch, views)
+                return self._fill_iterable(n, epoch, views, writer)
             if spec.unbatched:
                 i = indices[0]
                 current[0] = i
@@ -210,7 +222,9 @@ class Filler:
                     if reseed and (k % CHUNK == 0 or k == first):
                         seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                     _set_sample(seed, epoch, i)
-                    _collate.write_sample(t, t.root, ds[i], k, views, objs, "dataset[%d]" % i)
+                    s = ds[i]
+                    if writer is None or not writer.write(s, k):
+                        _collate.write_sample(t, t.root, s, k, views, objs, "dataset[%d]" % i)
                 return _collate.dumps(objs) if t.nobjs else b""
             samples = []
             for k, i in enumerate(indices):
@@ -232,7 +246,7 @@ class Filler:
         finally:
             _ctx.key = None
 
-    def _fill_iterable(self, n, epoch, views):
+    def _fill_iterable(self, n, epoch, views, writer=None):
         """IterableDataset: the next n items of this worker's iterator (a
         fresh iterator each epoch, as torch's workers make one per
         iteration). The payload says how many came; 0 means this worker
@@ -260,6 +274,8 @@ class Filler:
         for k, s in enumerate(samples):
             if spec.collate_fn is not None:
                 s = spec.collate_fn(s)
+            elif writer is not None and writer.write(s, k):
+                continue
             _collate.write_sample(t, t.root, s, k, views, objs, "item %d of worker %d" % (k, self.worker_id))
         return _collate.dumps((got, objs))
 
@@ -425,10 +441,10 @@ def worker_main(sock, spec, worker_id):
                 filler.reseed(base_seed)
                 if spec.worker_init_fn is not None:
                     spec.worker_init_fn(worker_id)
-            views = filler.views_for(buf_id, fd, fd_bytes, offsets)
+            views, writer = filler.views_for(buf_id, fd, fd_bytes, offsets)
             filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
                 if flags & REQ_PROGRESS else None
-            payload = filler.fill(indices, epoch, seed, batch, views, first)
+            payload = filler.fill(indices, epoch, seed, batch, views, first, writer)
             status = REP_OK
         except BaseException as e:
             sample = getattr(e, "_pinloader_sample", None)

@@ -11,6 +11,8 @@
  *                 indices to a worker process and waits for it, without the
  *                 GIL, while the process writes the samples into shared
  *                 batch memory
+ *   samples.c     SampleWriter: a sample's common case written into its
+ *                 place in the batch in C (the rest: _collate.write_sample)
  *
  * Everything here has hidden visibility (the module exports PyInit only). */
 #ifndef PL_PY_MODULE_H
@@ -85,6 +87,7 @@ int pl_py_init_batches(PyObject *m);
 int pl_py_init_loader(PyObject *m);
 int pl_py_init_iter(PyObject *m);
 int pl_py_init_workers(PyObject *m);
+int pl_py_init_samples(PyObject *m);
 
 static inline int py_finalizing(void) {
 #if PY_VERSION_HEX >= 0x030D0000

@@ -1,0 +1,215 @@
+"""SampleWriter (python/pinloader/samples.c): a sample's common case written
+into the batch in C. Whatever it takes, it writes the bytes
+_collate.write_sample writes; whatever it refuses, it refuses before
+write_sample would, and the caller's write_sample then writes or names the
+fault as before."""
+import collections
+
+import numpy as np
+import pytest
+
+import pinloader
+from pinloader import _collate
+from pinloader import _pinloader as _C
+
+try:
+    import torch
+except ImportError:  # the numpy cases still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+B = 4  # samples a batch holds here
+Point = collections.namedtuple("Point", "x y")
+
+
+def views_of(t, fill=0):
+    return [np.full((B,) + leaf.shape, fill, np.bool_ if leaf.is_bool else leaf.dtype) for leaf in t.fields]
+
+
+def written(probe, value, k=2):
+    """(SampleWriter took it, its views, write_sample's views or the
+    exception write_sample raised) for value at k, template from probe.
+    The views start filled with 7s, so a byte not written shows."""
+    t = _collate.Template(probe)
+    kinds = _collate.writer_kinds(t)
+    assert kinds is not None
+    mine, theirs = views_of(t, 7), views_of(t, 7)
+    took = _C.SampleWriter(t.root, kinds, mine).write(value, k)
+    try:
+        _collate.write_sample(t, t.root, value, k, theirs, [], "dataset[%d]" % k)
+    except Exception as e:  # noqa: BLE001 (the fault is the result)
+        theirs = e
+    return took, mine, theirs
+
+
+def assert_same(mine, theirs):
+    assert not isinstance(theirs, Exception), theirs
+    for a, b in zip(mine, theirs):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def image(seed=0):
+    return np.random.default_rng(seed).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+
+
+# Samples SampleWriter writes itself: every layout numpy makes.
+TAKEN = {
+    "contiguous float32 and an int": lambda: ((image().astype(np.float32) / 255, 3),) * 2,
+    # astype keeps a transpose's layout: strides (4, 384, 12), not C order
+    "a transposed float32 (astype of a CHW view)": lambda: (
+        (image().transpose(2, 0, 1).astype(np.float32), 1), (image(1).transpose(2, 0, 1).astype(np.float32), 9)),
+    "a flipped uint8 (negative strides)": lambda: ((image(), 0), (image(2)[:, ::-1], 5)),
+    "a strided slice": lambda: ((np.arange(8, dtype=np.int16), 0), (np.arange(16, dtype=np.int16)[::2] * 3, 1)),
+    "a dict of array, int, float, bool": lambda: (
+        {"img": image(), "label": 1, "w": 0.5, "flag": False},
+        {"img": image(3), "label": -(2 ** 63), "w": -2.25, "flag": True}),
+    "nested: dict, tuple, list, namedtuple": lambda: (
+        {"a": (np.zeros(3, np.float64), [1, 2.0]), "p": Point(np.int32(1), True)},
+        {"a": (np.linspace(0, 1, 3), [7, 3.5]), "p": Point(np.int32(-5), False)}),
+    "a list where the probe had a tuple": lambda: ((np.zeros(2, np.uint8), 1), [np.ones(2, np.uint8), 4]),
+    "numpy scalars": lambda: ((np.int64(1), np.float32(2.5), np.bool_(True), np.uint8(4)),
+                              (np.int64(-9), np.float32(-0.125), np.bool_(False), np.uint8(255))),
+    "0-d and empty arrays": lambda: ((np.array(1.5), np.zeros((0, 3), np.float32)),
+                                     (np.array(-3.0), np.zeros((0, 3), np.float32))),
+    "a bool array": lambda: ((np.zeros((2, 2), np.bool_),), (np.array([[True, False], [False, True]]),)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAKEN))
+def test_taken_as_write_sample_writes_it(case):
+    probe, value = TAKEN[case]()
+    took, mine, theirs = written(probe, value)
+    assert took is True
+    assert_same(mine, theirs)
+    for v, before in zip(mine, views_of(_collate.Template(probe), 7)):  # the others untouched
+        assert np.array_equal(np.delete(v, 2, axis=0), np.delete(before, 2, axis=0))
+
+
+@needs_torch
+@pytest.mark.parametrize("make", [
+    lambda: torch.rand(3, 4, 5),
+    lambda: torch.rand(5, 4, 3).permute(2, 1, 0),  # not contiguous
+    lambda: torch.arange(6, dtype=torch.int64).view(2, 3),
+    lambda: torch.tensor([True, False, True]),
+], ids=["float32", "permuted", "int64", "bool"])
+def test_cpu_tensors_taken(make):
+    probe, value = make(), make()
+    took, mine, theirs = written((probe, 0), (value, 7))
+    assert took is True
+    assert_same(mine, theirs)
+    np.testing.assert_array_equal(mine[0][2], value.numpy())
+
+
+# Values SampleWriter leaves to write_sample, and what write_sample then does.
+REFUSED = {
+    "another dtype": (lambda: ((np.zeros(3, np.float32), 1), (np.zeros(3, np.float64), 1)),
+                      "dataset[2] field '0' is float64 (3,) but the first sample's was float32 (3,)"),
+    "another shape": (lambda: ((np.zeros(3, np.float32), 1), (np.zeros(4, np.float32), 1)),
+                      "is float32 (4,) but the first sample's was float32 (3,)"),
+    "big-endian float32": (lambda: ((np.zeros(3, np.float32), 1), (np.zeros(3, ">f4"), 1)),
+                           "but the first sample's was float32 (3,)"),
+    "a list for an array": (lambda: ((np.zeros(2, np.int64), 1), ([1, 2], 1)),
+                            "dataset[2] field '0' is list but the first sample's was int64 (2,)"),
+    "a tuple of another length": (lambda: ((np.zeros(2), 1), (np.zeros(2), 1, 2)),
+                                  "dataset[2] is a tuple of 3 but the first sample was a tuple of 2"),
+    "dict keys in another order": (lambda: ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+                                   "but the first sample was a mapping with keys ['a', 'b']"),
+    "an int beyond int64": (lambda: ((1,), (2 ** 70,)), OverflowError),
+    "a float for an int": (lambda: ((1,), (1.5,)), "field '0' is float but the first sample's was int64 ()"),
+    "a bool for an int": (lambda: ((1,), (True,)), "field '0' is bool but the first sample's was int64 ()"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refused_and_write_sample_names_the_fault(case):
+    make, fault = REFUSED[case]
+    probe, value = make()
+    took, _, theirs = written(probe, value)
+    assert took is False
+    assert isinstance(theirs, Exception)
+    if isinstance(fault, str):
+        assert isinstance(theirs, _collate.Mismatch) and fault in str(theirs), str(theirs)
+    else:
+        assert isinstance(theirs, fault)
+
+
+class MyArray(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize("value", [
+    collections.OrderedDict([("a", np.arange(3.0)), ("b", 4)]),  # a dict subclass: a Mapping
+    {"a": np.arange(3.0).view(MyArray), "b": 4},  # an ndarray subclass
+    {"a": np.arange(3), "b": 4},  # int64 for float64: write_sample refuses it
+], ids=["OrderedDict", "ndarray subclass", "another dtype in a dict"])
+def test_refused_the_general_path_decides(value):
+    took, mine, theirs = written({"a": np.zeros(3), "b": 1}, value)
+    assert took is False
+    if not isinstance(theirs, Exception):
+        np.testing.assert_array_equal(theirs[0][2], value["a"])
+
+
+def test_a_sample_out_of_the_batch_is_refused():
+    took, _, theirs = written((np.zeros(2, np.uint8),), (np.ones(2, np.uint8),), k=B)
+    assert took is False and isinstance(theirs, IndexError)
+    took, _, _ = written((np.zeros(2, np.uint8),), (np.ones(2, np.uint8),), k=-1)
+    assert took is False
+
+
+@needs_torch
+def test_a_tensor_with_grad_is_refused():
+    probe = torch.zeros(3)
+    took, _, theirs = written((probe,), (torch.zeros(3, requires_grad=True),))
+    assert took is False and isinstance(theirs, _collate.Mismatch)
+
+
+def test_no_writer_for_object_leaves():
+    t = _collate.Template((np.zeros(2), "a string"))
+    assert _collate.writer_kinds(t) is None
+    with pytest.raises(ValueError, match="object leaves"):
+        _C.SampleWriter(t.root, [(0, None)], views_of(t))
+
+
+def test_the_views_stay_alive_with_the_writer():
+    t = _collate.Template((np.zeros(1000, np.float32),))
+    views = views_of(t)
+    w = _C.SampleWriter(t.root, _collate.writer_kinds(t), views)
+    keep = views[0]
+    del views
+    assert w.write((np.ones(1000, np.float32),), 3) is True
+    assert keep[3].sum() == 1000 and keep[2].sum() == 0
+
+
+class Layouts:
+    """Samples in the layouts a __getitem__ makes without thinking of it: a
+    transposed float32, a flipped uint8, a numpy scalar label, in a dict.
+    torch's default_collate refuses negative strides (copy=True gives it the
+    same values, copied)."""
+
+    def __init__(self, copy=False):
+        self.copy = copy
+
+    def __len__(self):
+        return 37
+
+    def __getitem__(self, i):
+        img = np.random.default_rng(i).integers(0, 256, (6, 5, 3), dtype=np.uint8)
+        if i % 2:
+            img = img[:, ::-1]
+        return {"x": img.transpose(2, 0, 1).astype(np.float32) / 255, "raw": img.copy() if self.copy else img,
+                "y": np.int64(i * 3), "w": float(i) / 4}
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_a_loader_of_those_layouts_equals_torch(mode):
+    mine = list(pinloader.DataLoader(Layouts(), batch_size=8, num_workers=2, worker_mode=mode,
+                                     device="cpu"))
+    theirs = list(torch.utils.data.DataLoader(Layouts(copy=True), batch_size=8, num_workers=0))
+    assert len(mine) == len(theirs) == 5
+    for a, b in zip(mine, theirs):
+        assert list(a) == list(b)
+        for key in b:
+            assert a[key].dtype == b[key].dtype, key
+            assert torch.equal(a[key], b[key]), key
