@@ -232,35 +232,42 @@ def best_rate(make, epochs, limit=None, work_s=0.0):
             "worker_cpu_s": [round(b - a, 3) for a, b in zip(w0, w1)]}
 
 
-def _ceiling_worker(ds, indices, seed, start, q):
+def _ceiling_worker(ds, order, seed, start, stop, q):
     np.random.seed(seed)
     torch.set_num_threads(1)
     start.wait()  # all together
+    n, i = 0, 0
     t0 = time.perf_counter()
-    for i in indices:
-        ds[i]
-    q.put(time.perf_counter() - t0)
+    while not stop.is_set():
+        for _ in range(16):
+            ds[order[i]]
+            i = (i + 1) % len(order)
+        n += 16
+    q.put(n / (time.perf_counter() - t0))
 
 
-def ceiling(ds, workers, n):
+def ceiling(ds, workers, seconds=3.0):
     """What `workers` processes reach running ds[i] and nothing else (no
-    loader, no transfer, no consumer): the most any loader could deliver
-    from this dataset on this machine. n samples in all, forked."""
+    loader, no transfer, no consumer), all at once for `seconds`: the sum
+    of their samples/s, the most any loader with that many workers could
+    deliver from this dataset on this machine at that moment. Forked."""
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    q, start = ctx.Queue(), ctx.Event()
-    order = np.random.default_rng(0).permutation(len(ds))[:n]
-    procs = [ctx.Process(target=_ceiling_worker, args=(ds, order[w::workers].tolist(), w, start, q))
+    q, start, stop = ctx.Queue(), ctx.Event(), ctx.Event()
+    order = np.random.default_rng(0).permutation(len(ds))
+    procs = [ctx.Process(target=_ceiling_worker, args=(ds, order[w::workers].tolist(), w, start, stop, q))
              for w in range(workers)]
     for p in procs:
         p.start()
     time.sleep(0.5)  # every process forked and waiting
     start.set()
-    times = [q.get(timeout=600) for _ in procs]
+    time.sleep(seconds)
+    stop.set()
+    rates = [q.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-    return n / max(times)
+    return sum(rates)
 
 
 def per_sample_us(ds, k=2000, repeats=5):
@@ -276,18 +283,26 @@ def per_sample_us(ds, k=2000, repeats=5):
     return float(np.median(runs))
 
 
-def pair(make_torch, make_pl, epochs, rounds=1, **kw):
-    """torch then pinloader, `rounds` times in turn; each loader's best round
-    (as best_rate takes each loader's best epoch), every round's ratio kept."""
-    ts, ps = [], []
+def pair(make_torch, make_pl, epochs, rounds=1, ceiling_of=None, **kw):
+    """torch then pinloader (then, with ceiling_of = (dataset, workers), bare
+    processes), `rounds` times in turn; each one's best round (as best_rate takes each loader's
+    best epoch), every round's numbers kept."""
+    ts, ps, cs = [], [], []
     for _ in range(rounds):
         ts.append(best_rate(make_torch, epochs, **kw))
         ps.append(best_rate(make_pl, epochs, **kw))
+        if ceiling_of is not None:
+            cs.append(ceiling(*ceiling_of))
     t = max(ts, key=lambda r: r["samples_per_s"])
     p = max(ps, key=lambda r: r["samples_per_s"])
-    return {"torch": t, "pinloader": p, "ratio": p["samples_per_s"] / t["samples_per_s"],
-            "rounds": [{"torch": a["samples_per_s"], "pinloader": b["samples_per_s"],
-                        "ratio": b["samples_per_s"] / a["samples_per_s"]} for a, b in zip(ts, ps)]}
+    out = {"torch": t, "pinloader": p, "ratio": p["samples_per_s"] / t["samples_per_s"],
+           "rounds": [{"torch": a["samples_per_s"], "pinloader": b["samples_per_s"],
+                       "ratio": b["samples_per_s"] / a["samples_per_s"]} for a, b in zip(ts, ps)]}
+    if cs:
+        out["ceiling"] = max(cs)
+        for r, c in zip(out["rounds"], cs):
+            r["ceiling"] = c
+    return out
 
 
 def torch_has_in_order():
@@ -298,14 +313,15 @@ def torch_has_in_order():
 
 def by_workers(args, ds, batch, name):
     """torch and pinloader (each with its defaults) at each worker count,
-    with the ceiling of that many bare processes when --ceiling; with
+    with the ceiling of that many bare processes when --ceiling (measured
+    after each round's torch and pinloader, the best kept); with
     --variants also pinloader with in_order=True (torch's round robin:
     batch k to worker k % N) and torch with in_order=False (batches to
     workers with room, out of order; torch >= 2.6)."""
     res = {}
     for w in args.workers:
         r = pair(lambda: torch_loader(ds, batch, w), lambda: pl_loader(ds, batch, w), args.epochs,
-                 rounds=args.rounds, limit=args.limit)
+                 rounds=args.rounds, limit=args.limit, ceiling_of=(ds, w) if args.ceiling else None)
         if args.variants:
             r["pinloader_in_order_true"] = best_rate(lambda: pl_loader(ds, batch, w, in_order=True),
                                                      args.epochs, limit=args.limit)
@@ -316,9 +332,9 @@ def by_workers(args, ds, batch, name):
             name, w, r["torch"]["samples_per_s"], r["pinloader"]["samples_per_s"], r["ratio"])
         if len(r["rounds"]) > 1:
             line += "; rounds x%s" % ", x".join("%.2f" % x["ratio"] for x in r["rounds"])
-        if args.ceiling:
-            r["ceiling"] = ceiling(ds, w, min(len(ds), max(2000, 400 * w)))
-            line += "; %d bare processes %.0f (the slowest sets it)" % (w, r["ceiling"])
+        if "ceiling" in r:
+            line += "; %d bare processes %.0f (ratio bound x%.2f)" % (
+                w, r["ceiling"], r["ceiling"] / r["torch"]["samples_per_s"])
         line += "; workers busy: torch %s, pinloader %s; consumer CPU: torch %.2f, pinloader %.2f" % (
             _pct(r["torch"]["worker_busy"]), _pct(r["pinloader"]["worker_busy"]),
             r["torch"]["consumer_cpu"], r["pinloader"]["consumer_cpu"])
@@ -473,7 +489,7 @@ def markdown(out):
             lines += ["## %s: skipped (%s)" % (title, r["skipped"]), ""]
             continue
         lines += ["## %s, %.0f us a sample" % (title, r["per_sample_us"]), "",
-                  "| workers | torch samples/s | pinloader samples/s | ratio | bare processes (slowest) | "
+                  "| workers | torch samples/s | pinloader samples/s | ratio | bare processes (sum) | "
                   "workers busy (torch / pinloader) | consumer CPU (torch / pinloader) |",
                   "|---:|---:|---:|---:|---:|---:|---:|"]
         for w, x in r["by_workers"].items():
@@ -491,10 +507,11 @@ def markdown(out):
                     _pct(ty.get("worker_busy")), _pct(py.get("worker_busy")),
                     ty.get("consumer_cpu", 0), py.get("consumer_cpu", 0)))
             if len(x.get("rounds", ())) > 1:
-                lines.append("| %s (each round) | %s | %s | %s | | | |" % (
+                lines.append("| %s (each round) | %s | %s | %s | %s | | |" % (
                     w, " / ".join("%.0f" % q["torch"] for q in x["rounds"]),
                     " / ".join("%.0f" % q["pinloader"] for q in x["rounds"]),
-                    " / ".join("%.2f" % q["ratio"] for q in x["rounds"])))
+                    " / ".join("%.2f" % q["ratio"] for q in x["rounds"]),
+                    " / ".join("%.0f" % q["ceiling"] for q in x["rounds"] if "ceiling" in q)))
         lines.append("")
     s = out.get("seed")
     if s and "skipped" not in s:
