@@ -192,8 +192,9 @@ _FAST_NONE, _FAST_BUFFER, _FAST_TENSOR, _FAST_INT, _FAST_FLOAT, _FAST_BOOL = ran
 def writer_kinds(t):
     """Per field of template t, (kind, type) for SampleWriter: the values
     _write_fast takes (the probe's own type: a numpy array, a CPU tensor,
-    a Python number), and numpy scalars, which only the general path takes
-    here. None when the template has object leaves (no SampleWriter)."""
+    a Python number), and also numpy scalars of the probe's type, which
+    _write_fast leaves to write_sample's general path. None when the
+    template has object leaves (no SampleWriter)."""
     if t.nobjs:
         return None
     kinds = []
