@@ -90,6 +90,13 @@ def _array_of(value):
     return None
 
 
+def _native(dtype):
+    """dtype in this machine's byte order. The batch holds native values;
+    an array of the other order is converted as it is written (beyond
+    torch, whose default_collate refuses it)."""
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
 def _scalar_dtype(value):
     """The dtype default_collate gives a Python number, or None."""
     if isinstance(value, bool):
@@ -133,7 +140,7 @@ class Template:
                 if a.ndim == 0 or shape[0] != 1:
                     return self._obj()
                 shape = shape[1:]
-            leaf = Leaf(len(self.fields), a.dtype, shape, self._leaf_name(path),
+            leaf = Leaf(len(self.fields), _native(a.dtype), shape, self._leaf_name(path),
                         None if self.batched_probe else x)
             self.fields.append(leaf)
             return ("field", leaf.index)
@@ -227,7 +234,7 @@ def write_sample(t, node, value, k, views, objs, where):
             if sd is not None and np.dtype(sd) == leaf.dtype:
                 views[leaf.index][k] = value
                 return
-        if a is None or a.shape != leaf.shape or a.dtype != leaf.dtype:
+        if a is None or a.shape != leaf.shape or _native(a.dtype) != leaf.dtype:
             raise Mismatch("%s field %r is %s but the first sample's was %s" % (
                 where, leaf.name, _describe(value), leaf.describe()))
         views[leaf.index][k] = a
@@ -263,7 +270,7 @@ def write_collated(t, node, value, n, views, extras, path=()):
     if kind == "field":
         leaf = t.fields[node[1]]
         a = _array_of(value)
-        if a is not None and a.shape == (n,) + leaf.shape and a.dtype == leaf.dtype:
+        if a is not None and a.shape == (n,) + leaf.shape and _native(a.dtype) == leaf.dtype:
             views[leaf.index][:n] = a
         else:
             extras[path] = value

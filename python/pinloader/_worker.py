@@ -173,9 +173,9 @@ class Filler:
         if fd >= 0:
             os.close(fd)
         v = self._field_views(m[0], offsets)
-        self.views[key] = v
-        self.writers[key] = self.writer(v)
-        return v, self.writers[key]
+        w = self.writer(v)  # before both are kept: one never without the other
+        self.views[key], self.writers[key] = v, w
+        return v, w
 
     # -- seeding, as torch's workers
 

@@ -143,14 +143,16 @@ static int leaf_setup(leaf_dst *d, PyObject *view, PyObject *how) {
   if (PyObject_GetBuffer(view, &b, PyBUF_RECORDS) < 0)
     return -1;
   int rc = -1;
+  /* A view the writer cannot use (more dimensions than it keeps, an odd
+   * format, samples not in C order) leaves its field to write_sample. */
+  d->kind = FAST_NONE;
+  d->batch = b.ndim >= 1 ? b.shape[0] : 0;
   if (b.ndim < 1 || b.ndim - 1 > MAX_DIMS || !b.format ||
       strlen(b.format) >= MAX_FORMAT) {
-    PyErr_SetString(PyExc_ValueError, "a field view is an array [batch, *shape]");
+    rc = 0;
     goto done;
   }
-  d->kind = kind;
   d->base = b.buf;
-  d->batch = b.shape[0];
   d->stride = b.strides[0];
   d->itemsize = b.itemsize;
   d->ndim = b.ndim - 1;
@@ -158,11 +160,12 @@ static int leaf_setup(leaf_dst *d, PyObject *view, PyObject *how) {
   Py_ssize_t want = b.itemsize;
   for (int i = b.ndim - 1; i >= 1; i--) { /* C order within a sample */
     if (b.strides[i] != want && b.shape[i] > 1) {
-      PyErr_SetString(PyExc_ValueError, "a field view's samples are not C-contiguous");
+      rc = 0;
       goto done;
     }
     want *= b.shape[i];
   }
+  d->kind = kind;
   for (int i = 0; i < d->ndim; i++) {
     d->shape[i] = b.shape[i + 1];
     d->nbytes *= d->shape[i];
@@ -296,10 +299,16 @@ static void copy_strided(char *dst, const char *src, int ndim,
                  strides + 1, itemsize);
 }
 
-/* 1: value written; 0: not the fast case. */
+/* 1: value written; 0: not the fast case; -1: an exception to raise. */
 static int write_buffer(const leaf_dst *d, PyObject *value, char *dst) {
   Py_buffer b;
   if (PyObject_GetBuffer(value, &b, PyBUF_RECORDS_RO) < 0) {
+    /* The exporter's refusals; anything else (a KeyboardInterrupt in a
+     * Python __buffer__) is the caller's to see. */
+    if (!PyErr_ExceptionMatches(PyExc_BufferError) &&
+        !PyErr_ExceptionMatches(PyExc_TypeError) &&
+        !PyErr_ExceptionMatches(PyExc_ValueError))
+      return -1;
     PyErr_Clear();
     return 0;
   }
@@ -373,16 +382,34 @@ static int same_key(PyObject *key, PyObject *want) {
                          PyUnicode_Compare(key, want) == 0);
 }
 
+/* A tuple or list whose items are its storage: write_sample takes len()
+ * and iterates, which a subclass may override (a namedtuple does not). */
+static int plain_sequence(PyObject *value) {
+  PyTypeObject *t = Py_TYPE(value), *base;
+  if (PyTuple_Check(value))
+    base = &PyTuple_Type;
+  else if (PyList_Check(value))
+    base = &PyList_Type;
+  else
+    return 0;
+  return t == base ||
+         (t->tp_iter == base->tp_iter && t->tp_as_sequence &&
+          t->tp_as_sequence->sq_length == base->tp_as_sequence->sq_length);
+}
+
 static int write_node(const SampleWriterObject *w, const op **at,
                       PyObject *value, Py_ssize_t k) {
   const op *o = (*at)++;
   if (o->kind == OP_FIELD)
     return write_leaf(&w->leaf[o->n], value, k);
   if (o->kind == OP_SEQ) {
-    if ((!PyTuple_Check(value) && !PyList_Check(value)) ||
-        PySequence_Fast_GET_SIZE(value) != o->n)
+    if (!plain_sequence(value))
       return 0;
     for (Py_ssize_t i = 0; i < o->n; i++) {
+      /* Checked at each item: a tensor's .numpy() before it may run Python
+       * code, and that code may have changed the list. */
+      if (PySequence_Fast_GET_SIZE(value) != o->n)
+        return 0;
       PyObject *child = PySequence_Fast_GET_ITEM(value, i);
       Py_INCREF(child); /* a list's item, while .numpy() may run code */
       int r = write_node(w, at, child, k);
