@@ -403,7 +403,7 @@ static int write_node(const SampleWriterObject *w, const op **at,
   if (o->kind == OP_FIELD)
     return write_leaf(&w->leaf[o->n], value, k);
   if (o->kind == OP_SEQ) {
-    if (!plain_sequence(value))
+    if (!plain_sequence(value) || PySequence_Fast_GET_SIZE(value) != o->n)
       return 0;
     for (Py_ssize_t i = 0; i < o->n; i++) {
       /* Checked at each item: a tensor's .numpy() before it may run Python
