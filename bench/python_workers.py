@@ -69,6 +69,12 @@ STD = np.array([0.2470, 0.2435, 0.2616], np.float32).reshape(3, 1, 1)
 REFLECT4 = np.r_[4:0:-1, 0:32, 30:26:-1]
 
 
+def normalized(img):
+    """A uint8 HWC crop as float32 CHW, normalized per channel."""
+    chw = img.transpose(2, 0, 1).astype(np.float32) / 255.0
+    return (chw - MEAN) / STD
+
+
 class NumpyAug:
     """CIFAR-sized uint8 HWC images; __getitem__: pad 4 (reflect) + random
     32x32 crop, random horizontal flip, to float32 CHW, normalize. The pad
@@ -91,9 +97,7 @@ class NumpyAug:
         rows, cols = REFLECT4[y:y + 32], REFLECT4[x:x + 32]
         if np.random.rand() < 0.5:
             cols = cols[::-1]
-        img = self.images[i][rows[:, None], cols]
-        chw = img.transpose(2, 0, 1).astype(np.float32) / 255.0
-        return (chw - MEAN) / STD, self.labels[i]
+        return normalized(self.images[i][rows[:, None], cols]), self.labels[i]
 
 
 class NumpyAugPad(NumpyAug):
@@ -107,8 +111,7 @@ class NumpyAugPad(NumpyAug):
         img = img[y:y + 32, x:x + 32]
         if np.random.rand() < 0.5:
             img = img[:, ::-1]
-        chw = img.transpose(2, 0, 1).astype(np.float32) / 255.0
-        return (chw - MEAN) / STD, self.labels[i]
+        return normalized(img), self.labels[i]
 
 
 class Tokens:

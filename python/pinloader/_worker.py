@@ -125,8 +125,7 @@ class Filler:
         self.worker_id = worker_id
         self.t = spec.template
         self.maps = {}  # buffer id -> (mmap, fd_bytes)
-        self.views = {}  # (buffer id, offsets) -> [ndarray per field]
-        self.writers = {}  # (buffer id, offsets) -> SampleWriter of those views
+        self.views = {}  # (buffer id, offsets) -> ([ndarray per field], their SampleWriter)
         self.kinds = _collate.writer_kinds(self.t)  # None: no SampleWriter
         self.seeded = None
         self.progress = None  # report(sample) with a loader timeout
@@ -154,11 +153,11 @@ class Filler:
     def views_for(self, buffer_id, fd, fd_bytes, offsets):
         """The field views of that batch buffer and their SampleWriter."""
         key = (buffer_id, tuple(offsets))
-        v = self.views.get(key)
-        if v is not None:
+        got = self.views.get(key)
+        if got is not None:
             if fd >= 0:
                 os.close(fd)
-            return v, self.writers[key]
+            return got
         m = self.maps.get(buffer_id)
         if m is None or m[1] != fd_bytes:
             if fd < 0:
@@ -173,9 +172,8 @@ class Filler:
         if fd >= 0:
             os.close(fd)
         v = self._field_views(m[0], offsets)
-        w = self.writer(v)  # before both are kept: one never without the other
-        self.views[key], self.writers[key] = v, w
-        return v, w
+        self.views[key] = v, self.writer(v)
+        return self.views[key]
 
     # -- seeding, as torch's workers
 

@@ -40,7 +40,6 @@ typedef struct {
   PyTypeObject *type; /* FAST_BUFFER, FAST_TENSOR: a reference */
   char *base;         /* sample 0's value */
   Py_ssize_t stride;  /* from one sample's value to the next */
-  Py_ssize_t batch;   /* samples the view holds */
   Py_ssize_t itemsize, nbytes;
   int ndim; /* of one sample's value */
   Py_ssize_t shape[MAX_DIMS];
@@ -59,7 +58,8 @@ typedef struct {
 
 typedef struct {
   PyObject_HEAD
-  PyObject *views; /* kept: the memory written to */
+  PyObject *views;   /* kept: the memory written to */
+  Py_ssize_t batch;  /* samples every view holds (the fewest) */
   leaf_dst *leaf;
   Py_ssize_t nleaf;
   op *ops;
@@ -133,8 +133,10 @@ static int compile_node(SampleWriterObject *w, PyObject *node, Py_ssize_t *at) {
   return 0;
 }
 
-/* d from view: a writable C-contiguous-per-sample array [batch, *shape]. */
-static int leaf_setup(leaf_dst *d, PyObject *view, PyObject *how) {
+/* d from view: a writable C-contiguous-per-sample array [batch, *shape];
+ * *batch lowered to the samples it holds. */
+static int leaf_setup(leaf_dst *d, PyObject *view, PyObject *how,
+                      Py_ssize_t *batch) {
   int kind;
   PyObject *type = Py_None;
   if (!PyArg_ParseTuple(how, "iO", &kind, &type))
@@ -146,7 +148,9 @@ static int leaf_setup(leaf_dst *d, PyObject *view, PyObject *how) {
   /* A view the writer cannot use (more dimensions than it keeps, an odd
    * format, samples not in C order) leaves its field to write_sample. */
   d->kind = FAST_NONE;
-  d->batch = b.ndim >= 1 ? b.shape[0] : 0;
+  Py_ssize_t held = b.ndim >= 1 ? b.shape[0] : 0;
+  if (held < *batch)
+    *batch = held;
   if (b.ndim < 1 || b.ndim - 1 > MAX_DIMS || !b.format ||
       strlen(b.format) >= MAX_FORMAT) {
     rc = 0;
@@ -231,9 +235,10 @@ static PyObject *writer_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     goto fail;
   }
   w->nops = nops;
+  w->batch = PY_SSIZE_T_MAX;
   for (Py_ssize_t i = 0; i < w->nleaf; i++)
     if (leaf_setup(&w->leaf[i], PyTuple_GET_ITEM(w->views, i),
-                   PyList_GET_ITEM(kinds, i)) < 0)
+                   PyList_GET_ITEM(kinds, i), &w->batch) < 0)
       goto fail;
   Py_ssize_t at = 0;
   if (compile_node(w, root, &at) < 0)
@@ -447,9 +452,8 @@ static PyObject *writer_write(SampleWriterObject *w, PyObject *args) {
   Py_ssize_t k;
   if (!PyArg_ParseTuple(args, "On", &value, &k))
     return NULL;
-  for (Py_ssize_t i = 0; i < w->nleaf; i++)
-    if (k < 0 || k >= w->leaf[i].batch)
-      Py_RETURN_FALSE; /* the Python path raises numpy's IndexError */
+  if (k < 0 || k >= w->batch)
+    Py_RETURN_FALSE; /* the Python path raises numpy's IndexError */
   const op *at = w->ops;
   int r = write_node(w, &at, value, k);
   if (r < 0)
