@@ -14,8 +14,15 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1
   echo "python-test: $PY lacks setuptools, pytest or numpy" >&2
   exit 1
 }
-target=$(mktemp -d "${TMPDIR:-/tmp}/pinloader-py.XXXXXX")
-trap 'rm -rf "$target"' EXIT
+# PINLOADER_PY_TARGET: build into that folder and keep it (the GPU parts
+# reuse one build); by default a scratch folder, removed at the end.
+if [[ -n ${PINLOADER_PY_TARGET:-} ]]; then
+  target=$PINLOADER_PY_TARGET
+  rm -rf "$target" && mkdir -p "$target"
+else
+  target=$(mktemp -d "${TMPDIR:-/tmp}/pinloader-py.XXXXXX")
+  trap 'rm -rf "$target"' EXIT
+fi
 
 echo "python-test: building the extension with $PY"
 "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$target" .

@@ -49,6 +49,11 @@ for t in $targets; do
   fi
 done
 
+# gpu-check.sh --tests: the tests only, not the pinning measurements.
+if [[ ${PL_GPU_TESTS_ONLY:-0} != 0 ]]; then
+  exit $rc
+fi
+
 # ---- pinning cost, measured with the library's own page code
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 cat >build-gpu/pin_bench.c <<'C'

@@ -5,4 +5,6 @@
 # all Python tests, the CUDA ones (python/tests/test_gpu.py) included.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-exec scripts/python-test.sh "${PYTHON:-python3}"
+# The build stays in /tmp/pinloader-gpu-py for the parts after this one.
+PINLOADER_PY_TARGET=${PINLOADER_PY_TARGET:-/tmp/pinloader-gpu-py} \
+  exec scripts/python-test.sh "${PYTHON:-python3}"

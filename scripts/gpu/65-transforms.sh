@@ -15,6 +15,16 @@ logs=${PL_GPU_LOGS:-$out}
 mkdir -p "$out" "$logs"
 rc=0
 
+if [[ ${PL_GPU_TESTS_ONLY:-0} != 0 && -d build-gpu && -d /tmp/pinloader-gpu-py ]]; then
+  # gpu-check.sh --tests: the builds of parts 10 and 30, the tests alone.
+  echo "== tests: build-gpu (part 10's build), ctest -R transform"
+  ctest --test-dir build-gpu --output-on-failure -R transform || rc=1
+  echo "== python/tests/test_transforms.py (part 30's build, CUDA backend)"
+  (cd python/tests && PYTHONPATH=/tmp/pinloader-gpu-py python3 -m pytest -q -p no:cacheprovider \
+    -rs test_transforms.py) || rc=1
+  exit $rc
+fi
+
 echo "== tests: build-gpu-xf (RelWithDebInfo), ctest -R transform"
 if cmake -S . -B build-gpu-xf -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/60-build.log" 2>&1 &&
    cmake --build build-gpu-xf -j"$(nproc)" >>"$logs/60-build.log" 2>&1; then
