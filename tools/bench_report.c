@@ -161,40 +161,18 @@ static int close_out(FILE *f, const char *path) {
   return bad ? -1 : 0;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-/* JSON has no NaN or infinity: such a number is written as null. */
-static void json_num(FILE *f, double v) {
-  if (v != v || v > 1e300 || v < -1e300)
-    fprintf(f, "null");
-  else
-    fprintf(f, "%.6g", v);
-}
-
 static void json_bw(FILE *f, const bench_bw *bw) {
   fprintf(f, "  \"bandwidth\": {\"ran\": %s, \"on_gpu\": %s, \"device\": ",
           bw->ran ? "true" : "false", bw->on_gpu ? "true" : "false");
-  json_str(f, bw->device);
+  cli_json_str(f, bw->device);
   fprintf(f, ", \"note\": ");
-  json_str(f, bw->note);
+  cli_json_str(f, bw->note);
   fprintf(f, ",\n    \"pin_alloc_ms\": ");
-  json_num(f, bw->pin_alloc_ms);
+  cli_json_num(f, bw->pin_alloc_ms);
   fprintf(f, ", \"register_ms\": ");
-  json_num(f, bw->register_ms);
+  cli_json_num(f, bw->register_ms);
   fprintf(f, ", \"pin_free_ms\": ");
-  json_num(f, bw->pin_free_ms);
+  cli_json_num(f, bw->pin_free_ms);
   fprintf(f, ",\n    \"unit\": \"GB/s\", \"rows\": [");
   for (int i = 0; bw->ran && i < bw->nsizes; i++) {
     fprintf(f, "%s\n      {\"bytes\": %llu", i ? "," : "",
@@ -202,7 +180,7 @@ static void json_bw(FILE *f, const bench_bw *bw) {
     for (int k = bw->on_gpu ? 0 : BW_MEMCPY;
          k < (bw->on_gpu ? BW_MEMCPY : BW_KIND_COUNT); k++) {
       fprintf(f, ", \"%s\": ", bench_bw_kind_name[k]);
-      json_num(f, bw->gbs[i][k]);
+      cli_json_num(f, bw->gbs[i][k]);
     }
     fprintf(f, "}");
   }
@@ -212,10 +190,10 @@ static void json_bw(FILE *f, const bench_bw *bw) {
 static void json_overlap(FILE *f, const bench_overlap *ov) {
   fprintf(f, "  \"overlap\": {\"ran\": %s, \"note\": ",
           ov->ran ? "true" : "false");
-  json_str(f, ov->note);
+  cli_json_str(f, ov->note);
   fprintf(f, ", \"copy_bytes\": %llu, \"cpu_work_ms\": ",
           (unsigned long long)ov->copy_bytes);
-  json_num(f, ov->work_ms);
+  cli_json_num(f, ov->work_ms);
   fprintf(f, ", \"reps\": %d, \"rows\": [", ov->reps);
   for (int i = 0; ov->ran && i < 4; i++) {
     const bench_overlap_row *r = &ov->rows[i];
@@ -227,7 +205,7 @@ static void json_overlap(FILE *f, const bench_overlap *ov) {
                   r->max_saved_ms, r->saved_pct};
     for (int k = 0; k < 7; k++) {
       fprintf(f, ", \"%s\": ", names[k]);
-      json_num(f, v[k]);
+      cli_json_num(f, v[k]);
     }
     fprintf(f, "}");
   }
@@ -237,15 +215,15 @@ static void json_overlap(FILE *f, const bench_overlap *ov) {
 static void json_loader(FILE *f, const bench_loader *lr) {
   fprintf(f, "  \"loader\": {\"ran\": %s, \"on_gpu\": %s, \"device\": ",
           lr->ran ? "true" : "false", lr->on_gpu ? "true" : "false");
-  json_str(f, lr->device);
+  cli_json_str(f, lr->device);
   fprintf(f, ", \"data\": ");
-  json_str(f, lr->data);
+  cli_json_str(f, lr->data);
   fprintf(f, ", \"note\": ");
-  json_str(f, lr->note);
+  cli_json_str(f, lr->note);
   fprintf(f, ",\n    \"records\": %llu, \"batch_size\": %u, \"workers\": %d, "
              "\"work_ms\": ",
           (unsigned long long)lr->records, lr->batch_size, lr->workers);
-  json_num(f, lr->work_ms);
+  cli_json_num(f, lr->work_ms);
   fprintf(f, ", \"work\": \"%s\",\n    \"seed\": [",
           lr->sleep_work ? "sleep" : "spin");
   for (int i = 0; i < lr->nseed; i++) {
@@ -258,12 +236,12 @@ static void json_loader(FILE *f, const bench_loader *lr) {
             (unsigned long long)r->pinned_fallbacks);
     for (int e = 0; e < r->epochs; e++) {
       fprintf(f, e ? ", " : "");
-      json_num(f, r->epoch_s[e]);
+      cli_json_num(f, r->epoch_s[e]);
     }
     fprintf(f, "], \"mean_s\": ");
-    json_num(f, r->mean_s);
+    cli_json_num(f, r->mean_s);
     fprintf(f, ", \"floor_s\": ");
-    json_num(f, r->floor_s);
+    cli_json_num(f, r->floor_s);
     fprintf(f, "}");
   }
   fprintf(f, "],\n    \"sweep\": [");
@@ -273,11 +251,11 @@ static void json_loader(FILE *f, const bench_loader *lr) {
                "\"epoch_s\": ",
             i ? "," : "", r->workers, r->float32 ? "float32" : "uint8",
             r->pin ? "true" : "false");
-    json_num(f, r->epoch_s);
+    cli_json_num(f, r->epoch_s);
     fprintf(f, ", \"samples_per_s\": ");
-    json_num(f, r->samples_s);
+    cli_json_num(f, r->samples_s);
     fprintf(f, ", \"gb_per_s\": ");
-    json_num(f, r->gbs);
+    cli_json_num(f, r->gbs);
     fprintf(f, "}");
   }
   fprintf(f, "]}\n");
@@ -288,10 +266,10 @@ int bench_write_json(const char *path, const bench_results *r) {
   if (!f)
     return -1;
   fprintf(f, "{\n  \"pinloader_version\": ");
-  json_str(f, r->version);
+  cli_json_str(f, r->version);
   fprintf(f, ", \"cpus\": %d, \"quick\": %s, \"total_s\": ", r->cpus,
           r->quick ? "true" : "false");
-  json_num(f, r->total_s);
+  cli_json_num(f, r->total_s);
   fprintf(f, ",\n");
   json_bw(f, &r->bw);
   json_overlap(f, &r->overlap);
