@@ -80,6 +80,18 @@ void bench_print_overlap(FILE *f, const bench_overlap *ov) {
              "is min(copy, cpu)\n\n");
 }
 
+int bench_seed_steady(const bench_seed_row *r) {
+  return r->batches >= 2 * r->batch_buffers;
+}
+
+/* 100 (mean - floor) / floor, or NaN where it measures nothing: no floor
+ * (no step), or an epoch too short for steady state. */
+static double over_floor_pct(const bench_seed_row *r) {
+  if (!(r->floor_s > 0) || !bench_seed_steady(r))
+    return 0.0 / 0.0;
+  return 100.0 * (r->mean_s - r->floor_s) / r->floor_s;
+}
+
 static void print_loader_head(FILE *f, const bench_loader *lr) {
   fprintf(f, "data: %s\n", lr->data);
   fprintf(f, "device: %s\n", lr->device);
@@ -110,13 +122,28 @@ void bench_print_loader_seed(FILE *f, const bench_loader *lr) {
     for (int e = 0; e < r->epochs && k < sizeof ep - 12; e++)
       k += (size_t)snprintf(ep + k, sizeof ep - k, "%s%.3f", e ? " " : "",
                             r->epoch_s[e]);
-    fprintf(f, "  %-4s %12s %8llu %10.3f %8.3f %10.1f%%  %s\n", on_off(r->pin),
+    char over[32];
+    double pct = over_floor_pct(r);
+    if (pct == pct)
+      snprintf(over, sizeof over, "%.1f%%", pct);
+    else
+      snprintf(over, sizeof over, "%s", r->floor_s > 0 ? "short run" : "-");
+    fprintf(f, "  %-4s %12s %8llu %10.3f %8.3f %11s  %s\n", on_off(r->pin),
             on_off(r->non_blocking), (unsigned long long)r->batches, r->mean_s,
-            r->floor_s,
-            r->floor_s > 0 ? 100.0 * (r->mean_s - r->floor_s) / r->floor_s : 0,
-            ep);
+            r->floor_s, over, ep);
   }
-  fprintf(f, "  floor = batches x step: an epoch cannot be shorter\n\n");
+  fprintf(f, "  floor = batches x step: an epoch cannot be shorter\n");
+  for (int i = 0; i < lr->nseed; i++)
+    if (lr->seed[i].floor_s > 0 && !bench_seed_steady(&lr->seed[i])) {
+      fprintf(f, "  short run: %llu batches per epoch, under twice the loader's "
+                 "%llu batch buffers:\n  the epoch is mostly the pipeline "
+                 "filling, so over floor is not measured\n  (more --records "
+                 "or a smaller --batch-size measure it)\n",
+              (unsigned long long)lr->seed[i].batches,
+              (unsigned long long)lr->seed[i].batch_buffers);
+      break;
+    }
+  fprintf(f, "\n");
 }
 
 void bench_print_loader_sweep(FILE *f, const bench_loader *lr) {
@@ -242,6 +269,11 @@ static void json_loader(FILE *f, const bench_loader *lr) {
     cli_json_num(f, r->mean_s);
     fprintf(f, ", \"floor_s\": ");
     cli_json_num(f, r->floor_s);
+    fprintf(f, ", \"batch_buffers\": %llu, \"steady\": %s, "
+               "\"over_floor_pct\": ",
+            (unsigned long long)r->batch_buffers,
+            bench_seed_steady(r) ? "true" : "false");
+    cli_json_num(f, over_floor_pct(r));
     fprintf(f, "}");
   }
   fprintf(f, "],\n    \"sweep\": [");
