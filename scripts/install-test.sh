@@ -2,10 +2,11 @@
 # Installation as users do it, checked from the outside (scripts/test.sh runs
 # it after the release build):
 #   1. `cmake --install` into a fresh prefix: libraries, header, CLI,
-#      pkg-config file, CMake package;
+#      pkg-config file (relocatable; CUDA named only when built in), CMake
+#      package;
 #   2. the README's C example, taken from README.md as it stands, compiled
-#      against that prefix with pkg-config and with find_package (shared and
-#      static), and run: exact output, and the no-GPU notice in plain words;
+#      (-Wall -Wextra -Werror) against that prefix with pkg-config and with
+#      find_package (shared and static), and run: exact output, and the no-GPU notice in plain words;
 #   3. python/README.md's install steps in a fresh venv (Debian's packages
 #      seen through --system-site-packages, no network): the package imports
 #      and `pinloader` on PATH behaves exactly as build/pinloader;
@@ -93,6 +94,19 @@ done
 refs=$(grep -rl --include='*.cmake' --include='*.pc' -e "$build" "$T/prefix/lib")
 [ -z "$refs" ] || fail "installed files refer to the build tree $build: $refs"
 same_as_build "$T/prefix/bin/pinloader"
+# pinloader.pc: Libs and Libs.private name no absolute path (only ${...}
+# directories), the static CUDA runtime as -L${cudalibdir} -lcudart_static
+# where the CUDA backend is built in (cudalibdir: where CMake found it), and
+# no CUDA at all in a build without it.
+grep '^Libs' "$pc" | grep -q '[ :]/' && fail "pinloader.pc names an absolute path: $(grep '^Libs' "$pc")"
+if grep -q 'set(pinloader_HAVE_CUDA ON)' "$(find "$T/prefix" -name pinloaderConfig.cmake)"; then
+  cudalibdir=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=cudalibdir pinloader)
+  [ -e "$cudalibdir/libcudart_static.a" ] || fail "pinloader.pc: no libcudart_static.a in cudalibdir '$cudalibdir'"
+  grep -qF 'Libs.private: -L${cudalibdir} -lcudart_static -ldl -lrt ' "$pc" ||
+    fail "pinloader.pc: $(grep '^Libs.private' "$pc")"
+else
+  grep -qi cuda "$pc" && fail "pinloader.pc of a build without CUDA mentions CUDA: $(grep -i cuda "$pc")"
+fi
 
 step "the README's C example against the installed library"
 awk '/^## The C API in one screen/ {s = 1} s && /^```c$/ {f = 1; next} f && /^```$/ {exit} f' \
@@ -101,12 +115,12 @@ grep -q "int main" "$T/first.c" || fail "no C example with a main() in README.md
 export PKG_CONFIG_PATH=$(dirname "$pc")
 libdir=$(pkg-config --variable=libdir pinloader)
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Werror "$T/first.c" $(pkg-config --cflags --libs pinloader) \
+cc -std=c11 -Wall -Wextra -Werror "$T/first.c" $(pkg-config --cflags --libs pinloader) \
   -Wl,-rpath,"$libdir" -o "$T/first-pc" || fail "the example does not build with pkg-config"
 [ -x "$T/first-pc" ] && check_example "$T/first-pc"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Werror "$T/first.c" $(pkg-config --cflags pinloader) "$libdir/libpinloader.a" \
-  $(pkg-config --static --libs-only-other --libs-only-l pinloader | sed 's/-lpinloader//') \
+cc -std=c11 -Wall -Wextra -Werror "$T/first.c" $(pkg-config --cflags pinloader) "$libdir/libpinloader.a" \
+  $(pkg-config --static --libs pinloader | sed 's/-lpinloader//') \
   -o "$T/first-pc-static" || fail "the example does not link statically with pkg-config --static"
 [ -x "$T/first-pc-static" ] && check_example "$T/first-pc-static"
 mkdir -p "$T/app"
@@ -119,6 +133,8 @@ add_executable(first first.c)
 target_link_libraries(first PRIVATE pinloader::pinloader)
 add_executable(first_static first.c)
 target_link_libraries(first_static PRIVATE pinloader::pinloader_static)
+target_compile_options(first PRIVATE -Wall -Wextra -Werror)
+target_compile_options(first_static PRIVATE -Wall -Wextra -Werror)
 EOF
 if cmake -S "$T/app" -B "$T/app/build" -DCMAKE_PREFIX_PATH="$T/prefix" >"$T/cmake.log" 2>&1 &&
    cmake --build "$T/app/build" >>"$T/cmake.log" 2>&1; then

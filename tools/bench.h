@@ -89,7 +89,15 @@ typedef struct bench_seed_row {
   double floor_s;  /* batches x work */
   uint64_t batches; /* per epoch */
   uint64_t pinned_fallbacks;
+  uint64_t batch_buffers; /* the loader's, for bench_seed_steady */
 } bench_seed_row;
+
+/* Whether an epoch of the row is long enough to show steady state: at
+ * least twice as many batches as the loader has batch buffers. A shorter
+ * epoch is mostly the pipeline filling (threads starting, every buffer
+ * touched for the first time), so its "over floor" says nothing about the
+ * loader and is not printed. */
+int bench_seed_steady(const bench_seed_row *r);
 
 typedef struct bench_sweep_row {
   int workers;

@@ -220,6 +220,7 @@ static int seed_row(const bench_opts *o, bench_data *d, bench_loader *lr,
   pl_loader_stats st;
   pl_loader_stats_get(ld, &st);
   row->pinned_fallbacks = st.pinned_fallbacks;
+  row->batch_buffers = st.batch_buffers;
   row->mean_s = row->epochs ? sum / row->epochs : 0;
   pl_loader_destroy(ld);
   return 0;

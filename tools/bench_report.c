@@ -80,6 +80,18 @@ void bench_print_overlap(FILE *f, const bench_overlap *ov) {
              "is min(copy, cpu)\n\n");
 }
 
+int bench_seed_steady(const bench_seed_row *r) {
+  return r->batches >= 2 * r->batch_buffers;
+}
+
+/* 100 (mean - floor) / floor, or NaN where it measures nothing: no floor
+ * (no step), or an epoch too short for steady state. */
+static double over_floor_pct(const bench_seed_row *r) {
+  if (!(r->floor_s > 0) || !bench_seed_steady(r))
+    return 0.0 / 0.0;
+  return 100.0 * (r->mean_s - r->floor_s) / r->floor_s;
+}
+
 static void print_loader_head(FILE *f, const bench_loader *lr) {
   fprintf(f, "data: %s\n", lr->data);
   fprintf(f, "device: %s\n", lr->device);
@@ -110,13 +122,28 @@ void bench_print_loader_seed(FILE *f, const bench_loader *lr) {
     for (int e = 0; e < r->epochs && k < sizeof ep - 12; e++)
       k += (size_t)snprintf(ep + k, sizeof ep - k, "%s%.3f", e ? " " : "",
                             r->epoch_s[e]);
-    fprintf(f, "  %-4s %12s %8llu %10.3f %8.3f %10.1f%%  %s\n", on_off(r->pin),
+    char over[32];
+    double pct = over_floor_pct(r);
+    if (pct == pct)
+      snprintf(over, sizeof over, "%.1f%%", pct);
+    else
+      snprintf(over, sizeof over, "%s", r->floor_s > 0 ? "short run" : "-");
+    fprintf(f, "  %-4s %12s %8llu %10.3f %8.3f %11s  %s\n", on_off(r->pin),
             on_off(r->non_blocking), (unsigned long long)r->batches, r->mean_s,
-            r->floor_s,
-            r->floor_s > 0 ? 100.0 * (r->mean_s - r->floor_s) / r->floor_s : 0,
-            ep);
+            r->floor_s, over, ep);
   }
-  fprintf(f, "  floor = batches x step: an epoch cannot be shorter\n\n");
+  fprintf(f, "  floor = batches x step: an epoch cannot be shorter\n");
+  for (int i = 0; i < lr->nseed; i++)
+    if (lr->seed[i].floor_s > 0 && !bench_seed_steady(&lr->seed[i])) {
+      fprintf(f, "  short run: %llu batches per epoch, under twice the loader's "
+                 "%llu batch buffers:\n  the epoch is mostly the pipeline "
+                 "filling, so over floor is not measured\n  (more --records "
+                 "or a smaller --batch-size measure it)\n",
+              (unsigned long long)lr->seed[i].batches,
+              (unsigned long long)lr->seed[i].batch_buffers);
+      break;
+    }
+  fprintf(f, "\n");
 }
 
 void bench_print_loader_sweep(FILE *f, const bench_loader *lr) {
@@ -161,40 +188,18 @@ static int close_out(FILE *f, const char *path) {
   return bad ? -1 : 0;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-/* JSON has no NaN or infinity: such a number is written as null. */
-static void json_num(FILE *f, double v) {
-  if (v != v || v > 1e300 || v < -1e300)
-    fprintf(f, "null");
-  else
-    fprintf(f, "%.6g", v);
-}
-
 static void json_bw(FILE *f, const bench_bw *bw) {
   fprintf(f, "  \"bandwidth\": {\"ran\": %s, \"on_gpu\": %s, \"device\": ",
           bw->ran ? "true" : "false", bw->on_gpu ? "true" : "false");
-  json_str(f, bw->device);
+  cli_json_str(f, bw->device);
   fprintf(f, ", \"note\": ");
-  json_str(f, bw->note);
+  cli_json_str(f, bw->note);
   fprintf(f, ",\n    \"pin_alloc_ms\": ");
-  json_num(f, bw->pin_alloc_ms);
+  cli_json_num(f, bw->pin_alloc_ms);
   fprintf(f, ", \"register_ms\": ");
-  json_num(f, bw->register_ms);
+  cli_json_num(f, bw->register_ms);
   fprintf(f, ", \"pin_free_ms\": ");
-  json_num(f, bw->pin_free_ms);
+  cli_json_num(f, bw->pin_free_ms);
   fprintf(f, ",\n    \"unit\": \"GB/s\", \"rows\": [");
   for (int i = 0; bw->ran && i < bw->nsizes; i++) {
     fprintf(f, "%s\n      {\"bytes\": %llu", i ? "," : "",
@@ -202,7 +207,7 @@ static void json_bw(FILE *f, const bench_bw *bw) {
     for (int k = bw->on_gpu ? 0 : BW_MEMCPY;
          k < (bw->on_gpu ? BW_MEMCPY : BW_KIND_COUNT); k++) {
       fprintf(f, ", \"%s\": ", bench_bw_kind_name[k]);
-      json_num(f, bw->gbs[i][k]);
+      cli_json_num(f, bw->gbs[i][k]);
     }
     fprintf(f, "}");
   }
@@ -212,10 +217,10 @@ static void json_bw(FILE *f, const bench_bw *bw) {
 static void json_overlap(FILE *f, const bench_overlap *ov) {
   fprintf(f, "  \"overlap\": {\"ran\": %s, \"note\": ",
           ov->ran ? "true" : "false");
-  json_str(f, ov->note);
+  cli_json_str(f, ov->note);
   fprintf(f, ", \"copy_bytes\": %llu, \"cpu_work_ms\": ",
           (unsigned long long)ov->copy_bytes);
-  json_num(f, ov->work_ms);
+  cli_json_num(f, ov->work_ms);
   fprintf(f, ", \"reps\": %d, \"rows\": [", ov->reps);
   for (int i = 0; ov->ran && i < 4; i++) {
     const bench_overlap_row *r = &ov->rows[i];
@@ -227,7 +232,7 @@ static void json_overlap(FILE *f, const bench_overlap *ov) {
                   r->max_saved_ms, r->saved_pct};
     for (int k = 0; k < 7; k++) {
       fprintf(f, ", \"%s\": ", names[k]);
-      json_num(f, v[k]);
+      cli_json_num(f, v[k]);
     }
     fprintf(f, "}");
   }
@@ -237,15 +242,15 @@ static void json_overlap(FILE *f, const bench_overlap *ov) {
 static void json_loader(FILE *f, const bench_loader *lr) {
   fprintf(f, "  \"loader\": {\"ran\": %s, \"on_gpu\": %s, \"device\": ",
           lr->ran ? "true" : "false", lr->on_gpu ? "true" : "false");
-  json_str(f, lr->device);
+  cli_json_str(f, lr->device);
   fprintf(f, ", \"data\": ");
-  json_str(f, lr->data);
+  cli_json_str(f, lr->data);
   fprintf(f, ", \"note\": ");
-  json_str(f, lr->note);
+  cli_json_str(f, lr->note);
   fprintf(f, ",\n    \"records\": %llu, \"batch_size\": %u, \"workers\": %d, "
              "\"work_ms\": ",
           (unsigned long long)lr->records, lr->batch_size, lr->workers);
-  json_num(f, lr->work_ms);
+  cli_json_num(f, lr->work_ms);
   fprintf(f, ", \"work\": \"%s\",\n    \"seed\": [",
           lr->sleep_work ? "sleep" : "spin");
   for (int i = 0; i < lr->nseed; i++) {
@@ -258,12 +263,17 @@ static void json_loader(FILE *f, const bench_loader *lr) {
             (unsigned long long)r->pinned_fallbacks);
     for (int e = 0; e < r->epochs; e++) {
       fprintf(f, e ? ", " : "");
-      json_num(f, r->epoch_s[e]);
+      cli_json_num(f, r->epoch_s[e]);
     }
     fprintf(f, "], \"mean_s\": ");
-    json_num(f, r->mean_s);
+    cli_json_num(f, r->mean_s);
     fprintf(f, ", \"floor_s\": ");
-    json_num(f, r->floor_s);
+    cli_json_num(f, r->floor_s);
+    fprintf(f, ", \"batch_buffers\": %llu, \"steady\": %s, "
+               "\"over_floor_pct\": ",
+            (unsigned long long)r->batch_buffers,
+            bench_seed_steady(r) ? "true" : "false");
+    cli_json_num(f, over_floor_pct(r));
     fprintf(f, "}");
   }
   fprintf(f, "],\n    \"sweep\": [");
@@ -273,11 +283,11 @@ static void json_loader(FILE *f, const bench_loader *lr) {
                "\"epoch_s\": ",
             i ? "," : "", r->workers, r->float32 ? "float32" : "uint8",
             r->pin ? "true" : "false");
-    json_num(f, r->epoch_s);
+    cli_json_num(f, r->epoch_s);
     fprintf(f, ", \"samples_per_s\": ");
-    json_num(f, r->samples_s);
+    cli_json_num(f, r->samples_s);
     fprintf(f, ", \"gb_per_s\": ");
-    json_num(f, r->gbs);
+    cli_json_num(f, r->gbs);
     fprintf(f, "}");
   }
   fprintf(f, "]}\n");
@@ -288,10 +298,10 @@ int bench_write_json(const char *path, const bench_results *r) {
   if (!f)
     return -1;
   fprintf(f, "{\n  \"pinloader_version\": ");
-  json_str(f, r->version);
+  cli_json_str(f, r->version);
   fprintf(f, ", \"cpus\": %d, \"quick\": %s, \"total_s\": ", r->cpus,
           r->quick ? "true" : "false");
-  json_num(f, r->total_s);
+  cli_json_num(f, r->total_s);
   fprintf(f, ",\n");
   json_bw(f, &r->bw);
   json_overlap(f, &r->overlap);

@@ -56,6 +56,8 @@ typedef struct cli_parser {
  * (did you mean --shuffle?)"); -1: --help was printed. */
 int cli_parse_args(cli_parser *p, int argc, char **argv);
 void cli_usage(const cli_parser *p, FILE *f);
+/* Whether table option `name` ("epoch") was given as a flag. */
+int cli_was_set(const cli_parser *p, const char *name);
 /* PL_KEEP_* for the rank, world size and device ordinal given as flags. */
 unsigned cli_shard_keep(const cli_parser *p);
 
@@ -66,6 +68,33 @@ void cli_progress_end(FILE *f);
 
 /* "12.3 GB/s", "1.23 M/s" into buf. */
 const char *cli_rate(char *buf, size_t n, double per_s, const char *unit);
+
+/* An output file, written whole or not at all (tools/cli_output.c). */
+typedef struct cli_output {
+  const char *opt, *path; /* "--save-state", NULL: not asked for */
+  char tmp[4200];         /* the temporary file, renamed over path */
+  int fd;
+  FILE *f;
+} cli_output;
+
+/* Checks `path` before a run (nothing there or a regular file; the
+ * directory writable) and creates the temporary file. path NULL: nothing
+ * to do. 0, or 1 after a message naming opt and path. */
+int cli_output_open(cli_output *o, const char *opt, const char *path);
+FILE *cli_output_stream(cli_output *o);
+int cli_output_write(cli_output *o, const void *buf, size_t len);
+/* Closes and renames over the path: 0, or 1 after a message. */
+int cli_output_commit(cli_output *o);
+/* Removes the temporary file: the path keeps what it had. */
+void cli_output_abort(cli_output *o);
+/* Whether two paths name one file (the same inode, or for a path not
+ * there yet, the same resolved place). */
+int cli_same_file(const char *a, const char *b);
+
+/* JSON: a string, quoted and escaped; a number (NaN, inf: null). Shared by
+ * `run --json` and `bench --json`, which use one schema (docs/bench.md). */
+void cli_json_str(FILE *f, const char *s);
+void cli_json_num(FILE *f, double v);
 
 /* Monotonic seconds. */
 double pl_now_cli(void);

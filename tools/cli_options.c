@@ -64,13 +64,17 @@ static size_t edit_distance(const char *a, const char *b) {
 typedef struct suggestion {
   const char *typed;
   char best[72];
-  size_t dist;
+  size_t dist, key;
 } suggestion;
 
+/* Closest by edit distance; at a tie, a name the typed text begins (a
+ * shortened flag: --epo is --epoch before --to). */
 static void consider(suggestion *s, const char *name) {
   size_t d = edit_distance(s->typed, name);
-  if (d < s->dist) {
+  size_t key = 2 * d + !!strncmp(name, s->typed, strlen(s->typed));
+  if (key < s->key) {
     s->dist = d;
+    s->key = key;
     snprintf(s->best, sizeof s->best, "%s", name);
   }
 }
@@ -82,7 +86,7 @@ static const char *closest(const cli_parser *p, const char *typed,
   char buf[72];
   s->typed = typed;
   s->best[0] = '\0';
-  s->dist = (size_t)-1;
+  s->dist = s->key = (size_t)-1;
   for (int i = 0; i < p->nflags; i++)
     consider(s, p->flags[i].name);
   for (int i = 0; i < NALIASES; i++)
@@ -116,7 +120,7 @@ static void mark_set(cli_parser *p, int i) {
     p->set[i] = 1;
 }
 
-static int was_set(const cli_parser *p, const char *name) {
+int cli_was_set(const cli_parser *p, const char *name) {
   int i = pl_option_find(name);
   return i >= 0 && (size_t)i < sizeof p->set && p->set[i];
 }
@@ -251,9 +255,9 @@ int cli_parse_args(cli_parser *p, int argc, char **argv) {
 }
 
 unsigned cli_shard_keep(const cli_parser *p) {
-  return (was_set(p, "rank") ? PL_KEEP_RANK : 0) |
-         (was_set(p, "world_size") ? PL_KEEP_WORLD_SIZE : 0) |
-         (was_set(p, "device_index") ? PL_KEEP_DEVICE_INDEX : 0);
+  return (cli_was_set(p, "rank") ? PL_KEEP_RANK : 0) |
+         (cli_was_set(p, "world_size") ? PL_KEEP_WORLD_SIZE : 0) |
+         (cli_was_set(p, "device_index") ? PL_KEEP_DEVICE_INDEX : 0);
 }
 
 /* ------------------------------------------------------------ usage */

@@ -133,3 +133,25 @@ void cli_log(void *user, pl_log_level level, const char *msg) {
           level == PL_LOG_INFO ? "" : names[level],
           level == PL_LOG_INFO ? "" : ": ", msg);
 }
+
+void cli_json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* JSON has no NaN or infinity: such a number is written as null. */
+void cli_json_num(FILE *f, double v) {
+  if (v != v || v > 1e300 || v < -1e300)
+    fprintf(f, "null");
+  else
+    fprintf(f, "%.6g", v);
+}

@@ -20,7 +20,8 @@ typedef struct run_opts {
   uint64_t max_batches; /* 0: no limit */
   const char *order_out, *save_state, *resume;
   int checksum, quiet;
-  int report, json; /* --report [--json] */
+  int report, json; /* --report, --json */
+  int epoch_set;    /* --epoch N was given */
   double step_ms;   /* --step-ms: a stand-in training step */
   unsigned shard_keep; /* PL_KEEP_*: sharding given as flags */
   pl_transform xf[8]; /* --normalize, --to, --random-crop, --flip, ... */
@@ -30,7 +31,9 @@ typedef struct run_opts {
 typedef struct run_totals {
   uint64_t samples, bytes, batches;
   uint64_t fnv;
-  FILE *order;
+  FILE *order;            /* order_out's stream */
+  cli_output order_out, state_out;
+  uint64_t records;       /* the data set's samples */
   uint8_t *scratch; /* host copy of a device batch, for --checksum */
   uint64_t scratch_len;
   double checksum_s; /* time spent hashing: not loading, so not in samples/s */
@@ -61,8 +64,9 @@ static const cli_flag run_flags[] = {
     {"quiet", NULL, "no progress bar", F_QUIET, 0, 0, 0, NULL},
     {"report", NULL, "print the bottleneck report after the run (which "
      "stage bounds throughput, and by how much)", F_REPORT, 0, 0, 0, NULL},
-    {"json", NULL, "the report as JSON (with --report)", F_JSON, 0, 0, 0,
-     NULL},
+    {"json", NULL, "print the results as one JSON object on stdout, in "
+     "`bench --json`'s schema (docs/bench.md), the report under \"report\"; "
+     "no other text on stdout", F_JSON, 0, 0, 0, NULL},
     {"step-ms", "MS", "sleep MS per batch while holding it: a stand-in "
      "training step", F_STEP_MS, 0, 0, 0, NULL},
     /* Transforms of the `image` field (docs/transforms.md): on the GPU after
@@ -200,6 +204,7 @@ static int parse_run(run_opts *o, int argc, char **argv) {
                   on_run_flag, o, {0}};
   int rc = cli_parse_args(&p, argc, argv);
   o->shard_keep = cli_shard_keep(&p);
+  o->epoch_set = cli_was_set(&p, "epoch");
   o->cfg.transforms = o->xf;
   o->cfg.num_transforms = o->nxf;
   return rc;
@@ -292,25 +297,80 @@ static int refuse_input_as_output(const run_opts *o) {
   return 0;
 }
 
-/* Written to a temporary file, then renamed over `path`: a file in use
- * (mapped by this or another loader) keeps its bytes, never truncated. */
-static int write_state(const pl_loader *ld, const char *path) {
+/* Two roles, one file: the second write would replace the first. (--resume
+ * S --save-state S is fine: S is read before the run and replaced after.) */
+static int refuse_same_file(const char *opt_a, const char *a,
+                            const char *opt_b, const char *b) {
+  if (!a || !b || !cli_same_file(a, b))
+    return 0;
+  fprintf(stderr, "pinloader: error: %s %s and %s %s are the same file; "
+                  "give each its own\n", opt_a, a, opt_b, b);
+  return 1;
+}
+
+/* The files the run writes, checked and their temporary files made before
+ * anything is loaded: a mistake costs no run, and a failed run leaves them
+ * as they were. 0, or 1 after a message. */
+static int open_outputs(const run_opts *o, run_totals *t) {
+  if (refuse_input_as_output(o) ||
+      refuse_same_file("--order-out", o->order_out, "--save-state",
+                       o->save_state) ||
+      refuse_same_file("--order-out", o->order_out, "--resume", o->resume))
+    return 1;
+  if (cli_output_open(&t->order_out, "--order-out", o->order_out))
+    return 1;
+  if (cli_output_open(&t->state_out, "--save-state", o->save_state)) {
+    cli_output_abort(&t->order_out);
+    return 1;
+  }
+  if (o->order_out && !(t->order = cli_output_stream(&t->order_out))) {
+    fprintf(stderr, "pinloader: error: --order-out %s: cannot open\n",
+            o->order_out);
+    return 1;
+  }
+  return 0;
+}
+
+/* After the run: renamed into place when it succeeded, else removed. */
+static int close_outputs(run_totals *t, int rc) {
+  if (rc) {
+    cli_output_abort(&t->order_out);
+    cli_output_abort(&t->state_out);
+    return rc;
+  }
+  rc = cli_output_commit(&t->order_out);
+  if (rc)
+    cli_output_abort(&t->state_out);
+  else
+    rc = cli_output_commit(&t->state_out);
+  return rc;
+}
+
+static int write_state(const pl_loader *ld, run_totals *t) {
   uint8_t buf[256];
   size_t len = sizeof buf;
   pl_error err;
   if (pl_loader_save_state(ld, buf, &len, &err) != PL_OK)
     return fail("--save-state", &err);
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  int bad = !f || fwrite(buf, 1, len, f) != len;
-  bad |= f && fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    fprintf(stderr, "pinloader: error: --save-state %s: cannot write\n", path);
-    unlink(tmp);
-    return 1;
-  }
-  return 0;
+  if (cli_output_write(&t->state_out, buf, len) == 0)
+    return 0;
+  fprintf(stderr, "pinloader: error: --save-state %s: write failed\n",
+          t->state_out.path);
+  return 1;
+}
+
+/* --epoch N is the first epoch to load, and --epochs E counts the whole
+ * run from epoch 0 (as with --resume): N >= E would load nothing and exit
+ * 0, most often because --epoch was typed for --epochs. */
+static int check_epochs(const run_opts *o) {
+  if (!o->epoch_set || o->resume || o->cfg.epoch < o->epochs)
+    return 0;
+  fprintf(stderr, "pinloader run: --epoch %llu is the first epoch to load, "
+          "and --epochs %llu counts the whole run from epoch 0, so nothing "
+          "would be loaded (did you mean --epochs %llu?)\n",
+          (unsigned long long)o->cfg.epoch, (unsigned long long)o->epochs,
+          (unsigned long long)o->cfg.epoch);
+  return 2;
 }
 
 static int read_state(pl_loader *ld, const char *path) {
@@ -354,7 +414,7 @@ static int consume(pl_batch *b, const run_opts *o, int nfields, run_totals *t) {
 
 static int run_epochs(pl_loader *ld, const run_opts *o, int nfields,
                       run_totals *t, double t0) {
-  int bar = !o->quiet && isatty(STDOUT_FILENO);
+  int bar = !o->quiet && !o->json && isatty(STDOUT_FILENO);
   uint64_t per_epoch = pl_loader_num_batches(ld);
   /* --epochs counts the whole run, as torch's StatefulDataLoader does: a
    * resumed run loads the epochs that are left, from where it stopped. */
@@ -425,67 +485,179 @@ static void report(const pl_loader *ld, const run_opts *o, const run_totals *t,
            "loading time)\n", (unsigned long long)t->fnv, t->checksum_s);
 }
 
-/* --report: pl_loader_report's text or JSON on stdout. */
-static int print_report(const pl_loader *ld, const run_opts *o) {
+/* pl_loader_report's text or JSON, malloc'ed; NULL after a message. */
+static char *loader_report(const pl_loader *ld, int flags) {
   pl_error err;
   size_t len = 0;
-  int flags = o->json ? PL_REPORT_JSON : 0;
-  if (pl_loader_report(ld, NULL, &len, flags, &err) != PL_OK)
-    return fail("--report", &err);
+  if (pl_loader_report(ld, NULL, &len, flags, &err) != PL_OK) {
+    fail("--report", &err);
+    return NULL;
+  }
   len += 256; /* the numbers may still move: some margin */
   char *buf = malloc(len);
   if (!buf || pl_loader_report(ld, buf, &len, flags, &err) != PL_OK) {
+    if (buf)
+      fail("--report", &err);
     free(buf);
-    return buf ? fail("--report", &err) : 1;
+    return NULL;
   }
+  return buf;
+}
+
+static void json_u64(FILE *f, const char *key, uint64_t v) {
+  fprintf(f, "\"%s\": %llu", key, (unsigned long long)v);
+}
+
+static void json_real(FILE *f, const char *key, double v) {
+  fprintf(f, "\"%s\": ", key);
+  cli_json_num(f, v);
+}
+
+/* The run's row: what `bench --json` calls a seed row and a sweep row. */
+static void json_run_row(FILE *f, const pl_loader *ld, const run_opts *o,
+                         const run_totals *t, double secs) {
+  pl_loader_stats st;
+  pl_loader_stats_get(ld, &st);
+  int gpu = pl_loader_device(ld, NULL) == PL_DEVICE_CUDA; /* else n/a */
+  fprintf(f, "    \"run\": {\"pin\": %s, \"non_blocking\": %s, ",
+          gpu && o->cfg.pin_memory ? "true" : "false",
+          gpu && o->cfg.non_blocking ? "true" : "false");
+  json_u64(f, "batches", t->batches), fprintf(f, ", ");
+  json_u64(f, "samples", t->samples), fprintf(f, ", ");
+  json_u64(f, "bytes", t->bytes), fprintf(f, ", ");
+  json_u64(f, "pinned_fallbacks", st.pinned_fallbacks), fprintf(f, ",\n      ");
+  json_real(f, "seconds", secs), fprintf(f, ", ");
+  json_real(f, "samples_per_s", t->samples / secs), fprintf(f, ", ");
+  json_real(f, "gb_per_s", t->bytes / secs / 1e9), fprintf(f, ",\n      ");
+  fprintf(f, "\"checksum\": ");
+  if (o->checksum)
+    fprintf(f, "\"%016llx\", ", (unsigned long long)t->fnv);
+  else
+    fprintf(f, "null, ");
+  json_real(f, "checksum_s", t->checksum_s), fprintf(f, ",\n      ");
+  fprintf(f, "\"stats\": {");
+  json_u64(f, "batches_copied", st.batches_copied), fprintf(f, ", ");
+  json_u64(f, "bytes_copied", st.bytes_copied), fprintf(f, ", ");
+  json_u64(f, "batches_direct", st.batches_direct), fprintf(f, ", ");
+  json_u64(f, "pinned_bytes", st.pinned_bytes), fprintf(f, ", ");
+  json_u64(f, "batch_buffers", st.batch_buffers), fprintf(f, ", ");
+  json_real(f, "consumer_wait_s", st.consumer_wait_s), fprintf(f, ", ");
+  json_real(f, "worker_busy_s", st.worker_busy_s), fprintf(f, ", ");
+  json_real(f, "copy_s", st.copy_s), fprintf(f, "}}");
+}
+
+/* --json: one object on stdout, in `bench --json`'s schema where the two
+ * describe the same things (docs/bench.md, "Machine-readable reports"). */
+static int print_json(const pl_loader *ld, const run_opts *o,
+                      const run_totals *t, double secs, double total_s) {
+  pl_loader_timings tm;
+  pl_loader_timings_get(ld, &tm, sizeof tm);
+  int on_gpu = pl_loader_device(ld, NULL) == PL_DEVICE_CUDA;
+  char *rep = o->report ? loader_report(ld, PL_REPORT_JSON) : NULL;
+  if (o->report && !rep)
+    return 1;
+  fprintf(stdout, "{\n  \"pinloader_version\": ");
+  cli_json_str(stdout, pl_version_string());
+  fprintf(stdout, ", \"cpus\": %ld, ", sysconf(_SC_NPROCESSORS_ONLN));
+  json_real(stdout, "total_s", total_s);
+  fprintf(stdout, ",\n  \"loader\": {\"ran\": true, \"on_gpu\": %s, "
+                  "\"device\": ", on_gpu ? "true" : "false");
+  cli_json_str(stdout, pl_loader_device_name(ld));
+  fprintf(stdout, ", \"data\": ");
+  cli_json_str(stdout, o->dataset);
+  fprintf(stdout, ", \"note\": \"\",\n    ");
+  json_u64(stdout, "records", t->records);
+  fprintf(stdout, ", \"batch_size\": %u, \"workers\": %d, ",
+          o->cfg.batch_size,
+          o->cfg.num_workers == PL_AUTO ? tm.workers : o->cfg.num_workers);
+  json_real(stdout, "work_ms", o->step_ms);
+  fprintf(stdout, ", \"work\": \"sleep\",\n");
+  json_run_row(stdout, ld, o, t, secs);
+  fprintf(stdout, "}%s", rep ? ",\n  \"report\": " : "");
+  if (rep)
+    fputs(rep, stdout);
+  fprintf(stdout, "\n}\n");
+  free(rep);
+  return fflush(stdout) ? 1 : 0;
+}
+
+/* --report without --json: the report's text on stdout. */
+static int print_report(const pl_loader *ld) {
+  char *buf = loader_report(ld, 0);
+  if (!buf)
+    return 1;
   fputs(buf, stdout);
   free(buf);
   return 0;
 }
 
+/* The data set and the loader over it; NULL after a message. */
+static pl_loader *open_loader(run_opts *o, run_totals *t, int *nfields) {
+  pl_error err;
+  pl_dataset *ds = NULL;
+  if (pl_dataset_open_spec(o->dataset, &ds, &err) != PL_OK) {
+    fail("--dataset", &err);
+    return NULL;
+  }
+  pl_loader *ld = NULL;
+  pl_status s = pl_loader_create(ds, &o->cfg, &ld, &err);
+  *nfields = pl_dataset_num_fields(ds);
+  t->records = pl_dataset_length(ds);
+  pl_dataset_destroy(ds); /* the loader keeps its own reference */
+  if (s != PL_OK) {
+    fail("creating the loader", &err);
+    return NULL;
+  }
+  return ld;
+}
+
+/* After the epochs: the results, the report and the state. */
+static int finish(pl_loader *ld, const run_opts *o, run_totals *t, double t0,
+                  double start) {
+  pl_error err;
+  /* The clock stops when the last copy has landed, not when it was queued. */
+  if (pl_loader_sync(ld, &err) != PL_OK)
+    return fail("waiting for the copies", &err);
+  double secs = pl_now_cli() - t0 - t->checksum_s; /* loading only */
+  secs = secs > 0 ? secs : 1e-9;
+  int rc = 0;
+  if (o->json) {
+    rc = print_json(ld, o, t, secs, pl_now_cli() - start);
+  } else {
+    report(ld, o, t, secs);
+    if (o->report)
+      rc = print_report(ld);
+  }
+  if (!rc && o->save_state)
+    rc = write_state(ld, t);
+  return rc;
+}
+
 int pl_cmd_run(int argc, char **argv) {
+  double start = pl_now_cli();
   run_opts o;
   int prc = parse_run(&o, argc, argv);
   if (prc)
     return prc < 0 ? 0 : 2;
+  if (check_epochs(&o))
+    return 2;
   pl_error err;
   if (pl_loader_config_shard_env(&o.cfg, o.shard_keep, &err) != PL_OK)
     return fail("sharding", &err);
-  if (refuse_input_as_output(&o))
-    return 1;
-  pl_dataset *ds = NULL;
-  if (pl_dataset_open_spec(o.dataset, &ds, &err) != PL_OK)
-    return fail("--dataset", &err);
-  pl_loader *ld = NULL;
-  pl_status s = pl_loader_create(ds, &o.cfg, &ld, &err);
-  int nfields = pl_dataset_num_fields(ds);
-  pl_dataset_destroy(ds); /* the loader keeps its own reference */
-  if (s != PL_OK)
-    return fail("creating the loader", &err);
   run_totals t = {.fnv = 0xcbf29ce484222325ull};
-  int rc = o.resume ? read_state(ld, o.resume) : 0;
-  if (!rc && o.order_out && !(t.order = fopen(o.order_out, "w"))) {
-    fprintf(stderr, "pinloader: error: --order-out %s: cannot open\n",
-            o.order_out);
-    rc = 1;
-  }
+  if (open_outputs(&o, &t))
+    return 1;
+  int nfields = 0;
+  pl_loader *ld = open_loader(&o, &t, &nfields);
+  int rc = ld ? 0 : 1;
+  if (!rc && o.resume)
+    rc = read_state(ld, o.resume);
   double t0 = pl_now_cli();
   if (!rc)
     rc = run_epochs(ld, &o, nfields, &t, t0);
-  /* The clock stops when the last copy has landed, not when it was queued. */
-  if (!rc && pl_loader_sync(ld, &err) != PL_OK)
-    rc = fail("waiting for the copies", &err);
-  double secs = pl_now_cli() - t0 - t.checksum_s; /* loading only */
   if (!rc)
-    report(ld, &o, &t, secs > 0 ? secs : 1e-9);
-  if (!rc && o.report)
-    rc = print_report(ld, &o);
-  if (!rc && o.save_state)
-    rc = write_state(ld, o.save_state);
-  if (t.order && fclose(t.order) != 0 && !rc) {
-    fprintf(stderr, "pinloader: error: --order-out: write failed\n");
-    rc = 1;
-  }
+    rc = finish(ld, &o, &t, t0, start);
+  rc = close_outputs(&t, rc);
   free(t.scratch);
   pl_loader_destroy(ld);
   return rc;

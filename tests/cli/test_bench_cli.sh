@@ -88,6 +88,35 @@ EOF
 grep -q "loader with a simulated training step" "$T/loader.err" ||
   fail "with --json - the tables belong on stderr"
 
+# --- an epoch too short for steady state (9 batches, under twice the 5
+# batch buffers of 2 workers) prints "short run" and why, not a ratio that
+# measures the pipeline filling; 83 batches print the ratio. JSON: "steady"
+# and "over_floor_pct" (null when short).
+for bs in 100 10; do
+  "$CLI" bench loader --data "$F" --device cpu --workers 2 --work-ms 1 --epochs 1 \
+    --no-sweep --batch-size $bs --no-plot --quiet --json "$T/short$bs.json" >"$T/short$bs.out" 2>"$T/err" ||
+    fail "bench loader --batch-size $bs exited $?: $(cat "$T/err")"
+done
+grep -Eq '^  off +off +9 +[0-9.]+ +0\.009 +short run  [0-9.]+$' "$T/short100.out" ||
+  fail "short run row: $(cat "$T/short100.out")"
+grep -qF "  short run: 9 batches per epoch, under twice the loader's 5 batch buffers:
+  the epoch is mostly the pipeline filling, so over floor is not measured
+  (more --records or a smaller --batch-size measure it)" "$T/short100.out" ||
+  fail "short run explanation: $(cat "$T/short100.out")"
+grep -Eq '^  off +off +83 +[0-9.]+ +0\.083 +-?[0-9]+\.[0-9]%  [0-9.]+$' "$T/short10.out" ||
+  fail "a long enough run prints its ratio: $(cat "$T/short10.out")"
+grep -q "short run" "$T/short10.out" && fail "83 batches called short: $(cat "$T/short10.out")"
+python3 - "$T" <<'EOF' || fail "short run JSON"
+import json, sys
+short = json.load(open(f"{sys.argv[1]}/short100.json"))["loader"]["seed"][0]
+long_ = json.load(open(f"{sys.argv[1]}/short10.json"))["loader"]["seed"][0]
+assert (short["batches"], short["batch_buffers"], short["steady"]) == (9, 5, False), short
+assert short["over_floor_pct"] is None, short
+assert (long_["batches"], long_["batch_buffers"], long_["steady"]) == (83, 5, True), long_
+m, f = long_["mean_s"], long_["floor_s"]
+assert abs(long_["over_floor_pct"] - 100 * (m - f) / f) < 1e-3 * max(1, abs(long_["over_floor_pct"])), long_
+EOF
+
 # --- a malformed data file: exit 1, the loader's message (file and sizes).
 printf 'abc' >"$T/bad.bin"
 "$CLI" bench loader --data "$T/bad.bin" --no-plot --quiet >"$T/out" 2>"$T/err"

@@ -128,11 +128,16 @@ grep -qx "pinloader bench: error: data set: $T/missing.bin: cannot open: No such
 grep -qx "== loader with a simulated training step (a sleep, 1 ms per batch): batch 16, 1 workers, float32 images (/255) ==" "$T/out" ||
   fail "bench step heading: $(grep '^==' "$T/out")"
 
-# --- 8. no project-internal words where users read.
+# --- 8. no project-internal words or references where users read.
 "$CLI" --help >"$T/h1"; "$CLI" run --help >"$T/h2"; "$CLI" bench --help >"$T/h3"
 for f in "$T/h1" "$T/h2" "$T/h3" "$HERE/README.md" "$HERE/python/README.md" "$HERE"/docs/*.md; do
   hits=$(grep -n -i "main job\|seeds'\|seed benchmark\|seed document\|the seed's\|as the seed)" "$f")
   [ -z "$hits" ] || fail "$(basename "$f"): internal words: $hits"
+  # the project's own machines, issue numbers, commit hashes as words (a
+  # result folder's name, such as h200-dd24a7d-2026-12-01/, is a path), and
+  # paths of the project's workspace, not of this repository
+  hits=$(grep -n -i -P 'gpu box|\bissues? \d|(?<![\w&])#\d|\bshared/|(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w/.-])' "$f")
+  [ -z "$hits" ] || fail "$(basename "$f"): internal references: $hits"
 done
 
 [ $fails -eq 0 ] && echo "test_first_contact: ok" || echo "test_first_contact: $fails failure(s)"

@@ -2,7 +2,8 @@
 # `pinloader run` flags from the outside: unknown flags are called unknown
 # (with the closest known one), --flag=value works for every flag, numbers
 # are read as a person writes them and errors state the range, and
-# --max-batches 0 is refused rather than meaning "no limit". Exact messages.
+# --max-batches 0 is refused rather than meaning "no limit", and --epoch
+# past --epochs is refused rather than loading nothing. Exact messages.
 # Usage: test_flags.sh PATH-TO-pinloader (exit 77: no CLI yet).
 set -euo pipefail
 cli=${1:-}
@@ -70,6 +71,19 @@ done
 
 # Sharding: an explicit --world-size takes RANK from the environment when
 # WORLD_SIZE agrees, and the run says so once; disagreeing is an error.
+# --epoch N (the first epoch to load) is not --epochs: --epochs E counts the
+# whole run from epoch 0, so --epoch N with N >= E would load nothing; it is
+# refused, naming the likely typo. A near miss of either is unknown.
+usage_error "pinloader run: --epoch 2 is the first epoch to load, and --epochs 1 counts the whole run from epoch 0, so nothing would be loaded (did you mean --epochs 2?)" --dataset "$ds" --epoch 2
+usage_error "pinloader run: --epoch 3 is the first epoch to load, and --epochs 3 counts the whole run from epoch 0, so nothing would be loaded (did you mean --epochs 3?)" --dataset "$ds" --epoch=3 --epochs 3
+usage_error "pinloader run: unknown option --epocs (did you mean --epochs?)" --epocs 2
+usage_error "pinloader run: unknown option --epo (did you mean --epoch?)" --epo 2
+[[ ! -s $dir/out ]] || fail "a refused --epoch ran: $(cat "$dir/out")"
+# --epoch 1 --epochs 3 loads epochs 1 and 2: 20 samples.
+"$cli" run --dataset "$ds" --epoch 1 --epochs 3 --quiet --order-out "$dir/e" >/dev/null 2>&1 ||
+  fail "--epoch 1 --epochs 3"
+[[ $(wc -l <"$dir/e") -eq 20 ]] || fail "--epoch 1 --epochs 3 loaded $(wc -l <"$dir/e") samples, want 20"
+
 RANK=1 WORLD_SIZE=2 "$cli" run --dataset "$ds" --batch-size 5 --world-size 2 \
   --quiet --order-out "$dir/r1" >/dev/null 2>"$dir/err" || fail "env sharding: $(cat "$dir/err")"
 [[ $(cat "$dir/r1" | tr '\n' ' ') == "1 3 5 7 9 " ]] || fail "rank 1 of 2 got $(cat "$dir/r1" | tr '\n' ' ')"
