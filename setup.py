@@ -16,6 +16,7 @@ that an installed `pinloader` behaves exactly as CMake's build/pinloader.
 import glob
 import os
 import subprocess
+import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -183,6 +184,30 @@ class build_ext_and_cli(BuildExtWithKernels):
             libraries=ext.libraries)
 
 
+def check_wheel_support():
+    """pip builds a wheel (setup.py dist_info, bdist_wheel), which needs the `wheel`
+    package or setuptools >= 70.1. Without build isolation nothing brings
+    it, and setuptools says only "invalid command 'bdist_wheel'": name the
+    interpreter and the two ways out instead."""
+    if not {"bdist_wheel", "dist_info"} & set(sys.argv):
+        return
+    try:
+        import wheel  # noqa: F401
+        return
+    except ImportError:
+        pass
+    try:
+        import setuptools.command.bdist_wheel  # noqa: F401
+        return
+    except ImportError:
+        pass
+    sys.exit("pinloader: %s (Python %s) cannot build a wheel: it has neither the 'wheel' package "
+             "nor setuptools >= 70.1. Install with build isolation (`pip install .`, which fetches "
+             "setuptools and wheel from PyPI), or add them: `%s -m pip install wheel`."
+             % (sys.executable, sys.version.split()[0], sys.executable))
+
+
+check_wheel_support()
 setup(
     ext_modules=[extension()],
     cmdclass={"build_ext": build_ext_and_cli},

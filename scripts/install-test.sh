@@ -164,6 +164,28 @@ if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 epoch 1: 235 batches, the last (96, 28, 28) (96,)" ] || fail "README's Python example printed: $(cat "$T/out")"
 fi
 
+# Any Python, as the README says: another interpreter than Debian's (the
+# first python3 on PATH, or PL_OTHER_PYTHON), in a plain venv, builds with
+# pip's build isolation from PyPI and imports; without build isolation and
+# without `wheel`, setup.py names the interpreter and the way out.
+other=${PL_OTHER_PYTHON:-$(command -v python3 || true)}
+if [ -n "$other" ] && [ "$(realpath "$other")" != "$(realpath "$PY")" ] &&
+   "$other" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+  step "the README's install with another Python: $other ($("$other" -V 2>&1)), build isolation from PyPI"
+  "$other" -m venv "$T/venv-other" || fail "venv with $other"
+  if ! "$T/venv-other/bin/python" -c 'import wheel' 2>/dev/null; then
+    (cd "$root" && PINLOADER_NO_CUDA=1 "$T/venv-other/bin/pip" install -q --no-build-isolation .) \
+      >"$T/pip-other0.log" 2>&1 && fail "pip install --no-build-isolation without wheel succeeded?"
+    grep -q "cannot build a wheel: it has neither the 'wheel' package" "$T/pip-other0.log" ||
+      fail "no clear message without wheel: $(tail -5 "$T/pip-other0.log")"
+  fi
+  (cd "$root" && env -u PIP_NO_INDEX PINLOADER_NO_CUDA=1 "$T/venv-other/bin/pip" install -q --retries 5 .) \
+    >"$T/pip-other.log" 2>&1 || fail "pip install . with $other: $(tail -20 "$T/pip-other.log")"
+  (cd "$T" && "$T/venv-other/bin/python" -c 'import pinloader
+print([b.tolist() for b in pinloader.DataLoader([1, 2, 3, 4, 5], batch_size=2)])') >"$T/v" 2>&1
+  [ "$(cat "$T/v")" = "[[1, 2], [3, 4], [5]]" ] || fail "pinloader with $other: $(cat "$T/v")"
+fi
+
 step "a wheel, installed into a fresh venv, with the Python tests"
 (cd "$root" && "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$T/dist" .) >"$T/wheel.log" 2>&1 ||
   fail "pip wheel: $(tail -20 "$T/wheel.log")"
