@@ -175,6 +175,8 @@ class Filler:
             shape = (B,) + leaf.shape
             dt = np.bool_ if leaf.is_bool else leaf.dtype
             out.append(np.ndarray(shape, dtype=dt, buffer=buf, offset=off))
+        for leaf in self.t.empty:  # zero-size: no bytes in the batch buffer
+            out.append(np.empty((B,) + leaf.shape, dtype=np.bool_ if leaf.is_bool else leaf.dtype))
         return out
 
     def writer(self, views):

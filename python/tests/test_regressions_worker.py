@@ -164,3 +164,98 @@ def test_failed_start_other_workers_exit_quietly(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout == "got: init failed in worker 0\n", r.stdout + r.stderr
     assert "BrokenPipeError" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- torch-compared samples
+
+def _same(mine, theirs):
+    """Batches equal to torch's: the same structure, keys, dtypes, shapes
+    and values."""
+    if isinstance(theirs, dict):
+        assert isinstance(mine, dict) and sorted(mine) == sorted(theirs)
+        for k in theirs:
+            _same(mine[k], theirs[k])
+    elif isinstance(theirs, (list, tuple)):
+        assert type(mine) is type(theirs) and len(mine) == len(theirs)
+        for a, b in zip(mine, theirs):
+            _same(a, b)
+    elif not isinstance(theirs, torch.Tensor):  # default_convert keeps a number
+        assert type(mine) is type(theirs) and mine == theirs
+    else:
+        assert isinstance(mine, torch.Tensor), type(mine)
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, (mine, theirs)
+        assert torch.equal(mine, theirs)
+
+
+class KeyOrder(Dataset):
+    """Dict samples whose keys come in another order every other sample."""
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        d = {"img": np.full((2, 3), i, np.float32), "label": i, "w": torch.tensor([i, -i])}
+        return d if i % 2 == 0 else dict(reversed(list(d.items())))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dict_keys_in_another_order_load_as_torch(workers):
+    want = list(TorchLoader(KeyOrder(), batch_size=4))
+    got = list(pinloader.DataLoader(KeyOrder(), batch_size=4, num_workers=workers))
+    assert len(got) == len(want) == 3
+    for a, b in zip(got, want):
+        _same(a, b)
+
+
+def test_sample_writer_takes_dict_keys_in_another_order():
+    """The C fast path takes it (no fallback), writing write_sample's bytes."""
+    from pinloader import _collate
+    from pinloader import _pinloader as _C
+
+    t = _collate.Template({"a": np.zeros(3, np.float32), "b": 1})
+    views = lambda: [np.full((4,) + f.shape, 7, f.dtype) for f in t.leaves]  # noqa: E731
+    mine, theirs = views(), views()
+    value = {"b": 5, "a": np.arange(3, dtype=np.float32)}
+    assert _C.SampleWriter(t.root, _collate.writer_kinds(t), mine).write(value, 2) is True
+    _collate.write_sample(t, t.root, value, 2, theirs, [], "dataset[2]")
+    for a, b in zip(mine, theirs):
+        assert a.tobytes() == b.tobytes()
+    assert mine[1].tolist() == [7, 7, 5, 7]
+
+
+class ZeroSize(Dataset):
+    def __init__(self, only_empty=False):
+        self.only_empty = only_empty
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        if self.only_empty:
+            return np.zeros((0, 3))
+        return {"boxes": np.zeros((0, 3)), "e": torch.empty(0), "b": np.zeros((2, 0), np.bool_),
+                "img": torch.full((2,), i, dtype=torch.int16), "y": i}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("only_empty", [False, True], ids=["with-others", "only-empty"])
+def test_zero_size_dimension_as_torch(workers, only_empty):
+    want = list(TorchLoader(ZeroSize(only_empty), batch_size=3))
+    got = list(pinloader.DataLoader(ZeroSize(only_empty), batch_size=3, num_workers=workers))
+    assert len(got) == len(want) == 3  # 3 + 3 + 1
+    for a, b in zip(got, want):
+        _same(a, b)
+    if not only_empty:
+        assert got[0]["boxes"].shape == (3, 0, 3) and got[0]["boxes"].dtype == torch.float64
+        assert got[2]["e"].shape == (1, 0) and got[2]["e"].dtype == torch.float32
+
+
+def test_zero_size_dimension_numpy_output_and_unbatched():
+    got = list(pinloader.DataLoader(ZeroSize(), batch_size=3, output="numpy"))
+    assert got[0]["boxes"].shape == (3, 0, 3) and got[0]["boxes"].dtype == np.float64
+    assert got[0]["b"].shape == (3, 2, 0) and got[0]["b"].dtype == np.bool_
+    want = list(TorchLoader(ZeroSize(), batch_size=None))
+    mine = list(pinloader.DataLoader(ZeroSize(), batch_size=None, num_workers=2))
+    assert len(mine) == len(want) == 7
+    for a, b in zip(mine, want):
+        _same(a, b)
