@@ -379,5 +379,28 @@ def build_collated(t, node, arrays, extras, path=()):
     return node[1](*vals)
 
 
+def torch_converter(torch):
+    """A batch field (FieldArray) -> torch tensor, through DLPack. A field
+    of a dtype this torch has no tensor for (uint16, uint32, uint64 before
+    torch 2.3) is named, with what to do, instead of torch's bare
+    "Unsupported kUInt bits 16"."""
+    from_dlpack = torch.utils.dlpack.from_dlpack
+
+    def convert(fa):
+        try:
+            return from_dlpack(fa)
+        except (RuntimeError, TypeError, BufferError) as e:
+            dt = getattr(fa, "dtype", None)
+            if dt not in ("uint16", "uint32", "uint64") or hasattr(torch, dt):
+                raise
+            raise TypeError(
+                "field %r is %s, which this torch (%s) cannot hold as a tensor: load it as int32 or "
+                "int64 (Tokens(..., dtype='int32'); a Python dataset: .astype('int32') in "
+                "__getitem__), or pass output='numpy' to get numpy arrays"
+                % (getattr(fa, "name", "?"), dt, getattr(torch, "__version__", "?"))) from e
+
+    return convert
+
+
 def dumps(obj):
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)

@@ -259,3 +259,71 @@ def test_zero_size_dimension_numpy_output_and_unbatched():
     assert len(mine) == len(want) == 7
     for a, b in zip(mine, want):
         _same(a, b)
+
+
+# ---------------------------------------------------------------- uint16 on a torch without it
+
+needs_no_uint16 = pytest.mark.skipif(hasattr(torch, "uint16"), reason="this torch has uint16 tensors")
+
+
+def _uint16_message(name):
+    return ("field %r is uint16, which this torch (%s) cannot hold as a tensor: load it as int32 or "
+            "int64 (Tokens(..., dtype='int32'); a Python dataset: .astype('int32') in __getitem__), "
+            "or pass output='numpy' to get numpy arrays" % (name, torch.__version__))
+
+
+@needs_no_uint16
+def test_tokens_uint16_on_torch_without_uint16_names_the_field(tmp_path):
+    path = tmp_path / "shard.bin"
+    np.arange(200, dtype=np.uint16).tofile(path)
+    ds = pinloader.datasets.Tokens([str(path)], context=8, dtype="uint16")
+    with pytest.raises(TypeError) as info:
+        next(iter(pinloader.DataLoader(ds, batch_size=2)))
+    assert str(info.value) == _uint16_message("x")
+    # What the message offers works: int32, or numpy arrays of uint16.
+    x, y = next(iter(pinloader.DataLoader(pinloader.datasets.Tokens([str(path)], context=8, dtype="int32"),
+                                          batch_size=2)))
+    assert x.dtype == torch.int32 and x[0].tolist() == list(range(8)) and y[0].tolist() == list(range(1, 9))
+    x, _ = next(iter(pinloader.DataLoader(ds, batch_size=2, output="numpy")))
+    assert x.dtype == np.uint16 and x[1].tolist() == list(range(8, 16))
+
+
+class U16(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return np.full(3, i, np.uint16), i
+
+
+@needs_no_uint16
+def test_python_dataset_uint16_on_torch_without_uint16_names_the_field():
+    with pytest.raises(TypeError) as info:  # torch's own DataLoader refuses it too (TypeError)
+        next(iter(TorchLoader(U16(), batch_size=2)))
+    with pytest.raises(TypeError) as info:
+        next(iter(pinloader.DataLoader(U16(), batch_size=2)))
+    assert str(info.value) == _uint16_message("0")
+
+
+# ---------------------------------------------------------------- sampler indices out of range
+
+class Fixed(torch.utils.data.Sampler):
+    def __init__(self, order):
+        self.order = order
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def __len__(self):
+        return len(self.order)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("bad", [-1, -7, 4])
+def test_sampler_index_out_of_range_is_printed_as_given(workers, bad):
+    dl = pinloader.DataLoader(U16(), batch_size=2, sampler=Fixed([0, bad]), num_workers=workers,
+                              output="numpy")
+    with pytest.raises(pinloader.Error) as info:
+        list(dl)
+    assert "sample index %d (position 1) is out of range for 4 samples" % bad in str(info.value), \
+        str(info.value)
