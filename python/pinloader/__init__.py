@@ -111,7 +111,7 @@ def _converter(output):
     if output == "torch" and torch is None:
         raise ImportError("output='torch' but torch is not importable")
     if torch is not None:
-        return torch.utils.dlpack.from_dlpack
+        return _collate.torch_converter(torch)  # names a dtype torch lacks
     if output not in ("auto", "numpy"):
         raise ValueError("output must be 'auto', 'torch', 'numpy' or 'raw', not %r" % (output,))
     return _numpy_from

@@ -9,6 +9,10 @@ leaf kind at each end:
                  torch tensor, Python bool / int / float): field f of the C
                  batch, written straight into the batch buffer by whoever
                  reads the sample (a worker process, or a loader thread);
+  ("field", f)   with f >= len(fields): a zero-size leaf (np.zeros((0, 3)),
+                 torch.empty(0)), t.empty[f - len(fields)]: not a C field
+                 (it holds no bytes), its view a zero-size array, built in
+                 the consumer as [B, *shape] of its dtype, as torch makes it;
   ("obj", j)     anything else (strings, None, objects, dtypes the C loader
                  has no name for): carried pickled beside the batch and
                  collated in the consumer, as default_collate would (strings
@@ -113,9 +117,31 @@ class Template:
 
     def __init__(self, probe, numbers_are_fields=True, batched_probe=False):
         self.fields = []  # Leaf per C field
+        self.empty = []  # Leaf per zero-size leaf (after the C fields in views)
         self.nobjs = 0
         self.batched_probe = batched_probe
         self.root = self._walk(probe, numbers_are_fields, "")
+        if self.empty:
+            if not self.fields:  # the C loader needs a field: a placeholder
+                self.fields.append(Leaf(0, "uint8", (), "_"))
+            for j, leaf in enumerate(self.empty):
+                leaf.index = len(self.fields) + j
+            self.root = self._renumber(self.root)
+
+    def _renumber(self, node):
+        """Zero-size leaves, ("empty", j) while walking, become ("field", f)
+        with f after every C field."""
+        if node[0] == "empty":
+            return ("field", self.empty[node[1]].index)
+        if node[0] in ("field", "obj"):
+            return node
+        return node[:-1] + ([self._renumber(c) for c in node[-1]],)
+
+    @property
+    def leaves(self):
+        """Every field leaf, as views holds them: the C fields, then the
+        zero-size ones."""
+        return self.fields + self.empty
 
     def _leaf_name(self, path):
         name = path.strip(".") or "data"
@@ -140,8 +166,13 @@ class Template:
                 if a.ndim == 0 or shape[0] != 1:
                     return self._obj()
                 shape = shape[1:]
+            if a.size == 0 and self.batched_probe:
+                return self._obj()  # a collate_fn's empty array: carried as is
             leaf = Leaf(len(self.fields), _native(a.dtype), shape, self._leaf_name(path),
                         None if self.batched_probe else x)
+            if a.size == 0:  # no bytes in the batch: made in the consumer
+                self.empty.append(leaf)
+                return ("empty", len(self.empty) - 1)
             self.fields.append(leaf)
             return ("field", leaf.index)
         return self._obj()
@@ -205,7 +236,7 @@ def writer_kinds(t):
     if t.nobjs:
         return None
     kinds = []
-    for leaf in t.fields:
+    for leaf in t.leaves:
         fast = leaf.fast
         if fast is None:
             kinds.append((_FAST_NONE, None))
@@ -225,7 +256,7 @@ def write_sample(t, node, value, k, views, objs, where):
     to objs[j]. `where` names the sample for errors."""
     kind = node[0]
     if kind == "field":
-        leaf = t.fields[node[1]]
+        leaf = t.leaves[node[1]]
         if _write_fast(leaf, value, k, views):
             return
         a = _array_of(value)
@@ -241,9 +272,13 @@ def write_sample(t, node, value, k, views, objs, where):
     elif kind == "obj":
         objs[node[1]].append(value)
     elif kind == "dict":
-        if not isinstance(value, collections.abc.Mapping) or list(value.keys()) != node[1]:
+        # The first sample's keys, in any order (torch's default_collate
+        # takes each key of the first sample from every sample).
+        if not isinstance(value, collections.abc.Mapping) or len(value) != len(node[1]) \
+                or any(key not in value for key in node[1]):
             raise Mismatch("%s is %s but the first sample was a mapping with keys %r" % (
-                where, _short(value), node[1]))
+                where, _short(value) if not isinstance(value, collections.abc.Mapping)
+                else "a mapping with keys %r" % (list(value.keys()),), node[1]))
         for key, child in zip(node[1], node[2]):
             write_sample(t, child, value[key], k, views, objs, where)
     else:
@@ -296,6 +331,8 @@ def build(t, node, arrays, objs, collate_obj, unbatched=False):
     field leaves and collate_obj(objs[j]) at object leaves."""
     kind = node[0]
     if kind == "field":
+        if node[1] >= len(arrays):  # a zero-size leaf
+            return _empty_batch(t.leaves[node[1]], arrays[0], unbatched)
         a = arrays[node[1]]
         return a[0] if unbatched else a
     if kind == "obj":
@@ -307,6 +344,20 @@ def build(t, node, arrays, objs, collate_obj, unbatched=False):
     if kind in ("list", "tuple"):
         return vals  # default_collate (and default_convert) make tuples lists
     return node[1](*vals)
+
+
+def _empty_batch(leaf, like, unbatched):
+    """A zero-size leaf's batch, [B, *shape] of its dtype (B that of the
+    batch's first field, `like`): a tensor on like's device when like is a
+    tensor (as default_collate stacks them), else a numpy array."""
+    shape = leaf.shape if unbatched else (like.shape[0],) + leaf.shape
+    a = np.empty(shape, dtype=leaf.dtype)
+    tt = _torch_tensor_type()
+    if tt is None or not isinstance(like, tt):
+        return a
+    import torch
+
+    return torch.from_numpy(a).to(like.device)
 
 
 def build_collated(t, node, arrays, extras, path=()):
@@ -326,6 +377,29 @@ def build_collated(t, node, arrays, extras, path=()):
     if kind == "tuple":
         return tuple(vals)
     return node[1](*vals)
+
+
+def torch_converter(torch):
+    """A batch field (FieldArray) -> torch tensor, through DLPack. A field
+    of a dtype this torch has no tensor for (uint16, uint32, uint64 before
+    torch 2.3) is named, with what to do, instead of torch's bare
+    "Unsupported kUInt bits 16"."""
+    from_dlpack = torch.utils.dlpack.from_dlpack
+
+    def convert(fa):
+        try:
+            return from_dlpack(fa)
+        except (RuntimeError, TypeError, BufferError) as e:
+            dt = getattr(fa, "dtype", None)
+            if dt not in ("uint16", "uint32", "uint64") or hasattr(torch, dt):
+                raise
+            raise TypeError(
+                "field %r is %s, which this torch (%s) cannot hold as a tensor: load it as int32 or "
+                "int64 (Tokens(..., dtype='int32'); a Python dataset: .astype('int32') in "
+                "__getitem__), or pass output='numpy' to get numpy arrays"
+                % (getattr(fa, "name", "?"), dt, getattr(torch, "__version__", "?"))) from e
+
+    return convert
 
 
 def dumps(obj):

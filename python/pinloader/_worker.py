@@ -82,37 +82,71 @@ class Spec:
         self.parent_pid = None
 
 
+def _text_of(exc):
+    """str(exc), else repr(exc), else a placeholder naming the type: an
+    exception whose __str__ raises must still be reported, not kill the
+    worker (as torch's ExceptionWrapper, through traceback)."""
+    for how in (str, repr):
+        try:
+            s = how(exc)
+            if isinstance(s, str):
+                return s
+        except BaseException:
+            pass
+    return "<unprintable %s object>" % type(exc).__name__
+
+
+def _pickled(obj):
+    """obj pickled, if it pickles and the consumer can rebuild it (the
+    same check here: a class whose __init__ wants other arguments than its
+    args fails only in loads); else None."""
+    try:
+        blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(blob)
+        return blob
+    except BaseException:
+        return None
+
+
 class ErrorReport:
     """A worker's exception, as it crosses the pipe: the exception itself
-    when it pickles, else its type's name and message; the formatted
-    traceback and the sample either way."""
+    when it pickles; else its type (rebuilt from the message, as torch's
+    ExceptionWrapper does) and the type's name and message; the formatted
+    traceback and the sample either way. Nothing of the exception's own
+    code (__str__, __reduce__) may stop the report."""
 
     def __init__(self, exc, where, sample):
-        self.type_name = "%s.%s" % (type(exc).__module__, type(exc).__qualname__)
-        self.message = str(exc)
-        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        cls = type(exc)
+        self.type_name = "%s.%s" % (getattr(cls, "__module__", "?"), getattr(cls, "__qualname__", cls.__name__))
+        self.message = _text_of(exc)
+        try:
+            self.traceback = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
+        except BaseException:
+            self.traceback = "%s: %s\n" % (self.type_name, self.message)
         self.where = where
         self.sample = sample
-        try:
-            blob = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-            pickle.loads(blob)  # the consumer must be able to rebuild it
-            self.exc_blob = blob
-        except Exception:
-            self.exc_blob = None
+        self.exc_blob = _pickled(exc)
+        self.type_blob = _pickled(cls) if self.exc_blob is None else None
 
     def text(self):
         s = "%s at %s: %s" % (self.type_name.rsplit(".", 1)[-1], self.where, self.message)
         return s[:300]
 
     def rebuild(self):
-        """The exception to raise in the consumer, of the worker's type."""
+        """The exception to raise in the consumer, of the worker's type;
+        a RuntimeError naming the type when it cannot be rebuilt."""
         exc = None
         if self.exc_blob is not None:
             try:
                 exc = pickle.loads(self.exc_blob)
             except Exception:
                 exc = None
-        if exc is None:
+        if exc is None and getattr(self, "type_blob", None) is not None:
+            try:
+                exc = pickle.loads(self.type_blob)(self.message)
+            except Exception:  # its __init__ wants other arguments
+                exc = None
+        if not isinstance(exc, BaseException):
             exc = RuntimeError("%s: %s" % (self.type_name, self.message))
         return exc
 
@@ -141,6 +175,8 @@ class Filler:
             shape = (B,) + leaf.shape
             dt = np.bool_ if leaf.is_bool else leaf.dtype
             out.append(np.ndarray(shape, dtype=dt, buffer=buf, offset=off))
+        for leaf in self.t.empty:  # zero-size: no bytes in the batch buffer
+            out.append(np.empty((B,) + leaf.shape, dtype=np.bool_ if leaf.is_bool else leaf.dtype))
         return out
 
     def writer(self, views):
@@ -239,7 +275,10 @@ class Filler:
             _collate.write_collated(t, t.root, out, n, views, extras)
             return _collate.dumps(extras) if extras else b""
         except BaseException as e:
-            e._pinloader_sample = current[0]
+            try:
+                e._pinloader_sample = current[0]
+            except BaseException:  # an exception that refuses attributes
+                pass
             raise
         finally:
             _ctx.key = None
@@ -396,9 +435,46 @@ def error_payload(report):
     return struct.pack("=I", len(text)) + text + pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _error_reply(e, where, sample):
+    """The REP_ERROR payload for e; never raises (a report that fails is
+    replaced by one of a RuntimeError naming what failed)."""
+    try:
+        return error_payload(ErrorReport(e, where, sample))
+    except BaseException as failed:
+        name = getattr(type(e), "__name__", "?")
+        return error_payload(ErrorReport(RuntimeError(
+            "%s raised at %s; reporting it failed: %s" % (name, where, type(failed).__name__)), where, sample))
+
+
+def _where(e, batch, epoch):
+    try:
+        sample = getattr(e, "_pinloader_sample", None)
+    except BaseException:
+        sample = None
+    if not isinstance(sample, int):
+        sample = None
+    return ("dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)), sample
+
+
 def worker_main(sock, spec, worker_id):
     """A worker process: set up as torch's workers are, then serve batch
-    requests until the parent closes the socket (or dies)."""
+    requests until the parent closes the socket (or dies). The parent gone
+    (its socket closed: a failed start, the loader closed) ends the worker
+    quietly: no BrokenPipeError traceback on the user's stderr."""
+    try:
+        _serve(sock, spec, worker_id)
+    except OSError:
+        # The socket's own errors (EPIPE, ECONNRESET: the parent shut it);
+        # the dataset's and worker_init_fn's are reported, not raised here.
+        return
+    finally:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+
+def _serve(sock, spec, worker_id):
     _die_with_parent(spec.parent_pid)
     try:  # a crash in a worker prints its Python stack (as torch's workers report)
         import faulthandler
@@ -422,15 +498,12 @@ def worker_main(sock, spec, worker_id):
         if spec.worker_init_fn is not None:
             spec.worker_init_fn(worker_id)
     except BaseException as e:  # the parent raises it at the first batch
-        report = ErrorReport(e, "worker_init_fn in worker %d" % worker_id, None)
-        _reply(sock, REP_ERROR, error_payload(report))
+        where = "worker_init_fn in worker %d" % worker_id
+        _reply(sock, REP_ERROR, _error_reply(e, where, None))
         return
     _reply(sock, REP_OK)  # ready
     while True:
-        try:
-            req = _recv_request(sock)
-        except (ConnectionError, OSError):
-            return
+        req = _recv_request(sock)
         if req is None:
             return  # the parent closed the loader, or died
         (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed, first), offsets, indices, fd = req
@@ -445,10 +518,6 @@ def worker_main(sock, spec, worker_id):
             payload = filler.fill(indices, epoch, seed, batch, views, first, writer)
             status = REP_OK
         except BaseException as e:
-            sample = getattr(e, "_pinloader_sample", None)
-            where = "dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)
-            payload, status = error_payload(ErrorReport(e, where, sample)), REP_ERROR
-        try:
-            _reply(sock, status, payload)
-        except (ConnectionError, OSError):
-            return
+            where, sample = _where(e, batch, epoch)
+            payload, status = _error_reply(e, where, sample), REP_ERROR
+        _reply(sock, status, payload)

@@ -10,8 +10,8 @@
  * It takes only what _collate's fast path takes: a value of the probe's own
  * type (numpy array or scalar, CPU torch tensor, Python int / float / bool)
  * with the field's own buffer format and shape, in the probe's structure
- * (tuples and lists of the same length, dicts with the same str keys in the
- * same order). Anything else makes write() return False, having written
+ * (tuples and lists of the same length, dicts with the probe's keys in any
+ * order, as torch's default_collate takes them). Anything else makes write() return False, having written
  * part of the sample perhaps, and the caller writes the whole sample through
  * _collate.write_sample, which takes every other value and names what is
  * wrong. So this file decides nothing about what a batch holds. */
@@ -321,7 +321,7 @@ static int write_buffer(const leaf_dst *d, PyObject *value, char *dst) {
            !strcmp(b.format, d->format);
   for (int i = 0; ok && i < d->ndim; i++)
     ok = b.shape[i] == d->shape[i];
-  if (ok) {
+  if (ok && d->nbytes) { /* a zero-size leaf: nothing to copy */
     if (PyBuffer_IsContiguous(&b, 'C'))
       memcpy(dst, b.buf, (size_t)d->nbytes);
     else
@@ -382,11 +382,6 @@ static int write_leaf(const leaf_dst *d, PyObject *value, Py_ssize_t k) {
   }
 }
 
-static int same_key(PyObject *key, PyObject *want) {
-  return key == want || (PyUnicode_CheckExact(key) && PyUnicode_CheckExact(want) &&
-                         PyUnicode_Compare(key, want) == 0);
-}
-
 /* A tuple or list whose items are its storage: write_sample takes len()
  * and iterates, which a subclass may override (a namedtuple does not). */
 static int plain_sequence(PyObject *value) {
@@ -424,23 +419,25 @@ static int write_node(const SampleWriterObject *w, const op **at,
     }
     return 1;
   }
-  /* OP_DICT: a dict, its keys the probe's in the probe's order. */
+  /* OP_DICT: a dict of the probe's keys, in any order (default_collate
+   * looks each key of the first sample up in every sample). As many keys
+   * and every one found: the same keys. */
   if (!PyDict_CheckExact(value) || PyDict_GET_SIZE(value) != o->n)
     return 0;
   PyObject *vals = PyTuple_New(o->n); /* owned: .numpy() may run code */
   if (!vals)
     return -1;
-  Py_ssize_t pos = 0, i = 0;
-  PyObject *key, *val;
-  while (PyDict_Next(value, &pos, &key, &val) && i < o->n) {
-    if (!same_key(key, PyTuple_GET_ITEM(o->keys, i))) {
+  Py_ssize_t i = 0;
+  for (; i < o->n; i++) {
+    PyObject *val = PyDict_GetItemWithError(value, PyTuple_GET_ITEM(o->keys, i));
+    if (!val) {
       Py_DECREF(vals);
-      return 0;
+      return PyErr_Occurred() ? -1 : 0; /* a key's __eq__ raised; or missing */
     }
     Py_INCREF(val);
-    PyTuple_SET_ITEM(vals, i++, val);
+    PyTuple_SET_ITEM(vals, i, val);
   }
-  int r = i == o->n;
+  int r = 1;
   for (Py_ssize_t j = 0; r > 0 && j < o->n; j++)
     r = write_node(w, at, PyTuple_GET_ITEM(vals, j), k);
   Py_DECREF(vals);

@@ -24,7 +24,7 @@ Point = collections.namedtuple("Point", "x y")
 
 
 def views_of(t, fill=0):
-    return [np.full((B,) + leaf.shape, fill, np.bool_ if leaf.is_bool else leaf.dtype) for leaf in t.fields]
+    return [np.full((B,) + leaf.shape, fill, np.bool_ if leaf.is_bool else leaf.dtype) for leaf in t.leaves]
 
 
 def written(probe, value, k=2):
@@ -113,8 +113,10 @@ REFUSED = {
                                   "dataset[2] is a tuple of 3 but the first sample was a tuple of 2"),
     "an item where the probe's list was empty": (lambda: (([],), ([1],)),
                                                  "dataset[2] is a list of 1 but the first sample was a list of 0"),
-    "dict keys in another order": (lambda: ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
-                                   "but the first sample was a mapping with keys ['a', 'b']"),
+    # (keys in another order are taken, as torch's default_collate takes them)
+    "a dict with another key": (lambda: ({"a": 1, "b": 2}, {"a": 1, "c": 2}),
+                                "dataset[2] is a mapping with keys ['a', 'c'] but the first sample "
+                                "was a mapping with keys ['a', 'b']"),
     "an int beyond int64": (lambda: ((1,), (2 ** 70,)), OverflowError),
     "a float for an int": (lambda: ((1,), (1.5,)), "field '0' is float but the first sample's was int64 ()"),
     "a bool for an int": (lambda: ((1,), (True,)), "field '0' is bool but the first sample's was int64 ()"),

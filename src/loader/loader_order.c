@@ -6,6 +6,7 @@
  * replaced meanwhile. */
 #include "loader/loader_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,13 +42,22 @@ static pl_status order_check(const pl_core *c, const uint64_t *indices,
                        c->cfg.batch_size);
   }
   uint64_t n = nb ? starts[nb] : 0;
-  for (uint64_t i = 0; i < n; i++)
-    if (indices[i] >= c->ds->length)
-      return pl_errorf(err, PL_INVALID_ARGUMENT,
-                       "sample index %llu (position %llu) is out of range "
-                       "for %llu samples",
-                       (unsigned long long)indices[i], (unsigned long long)i,
-                       (unsigned long long)c->ds->length);
+  for (uint64_t i = 0; i < n; i++) {
+    if (indices[i] < c->ds->length)
+      continue;
+    /* Above INT64_MAX: a binding's negative index (Python's -1 as uint64
+     * is 18446744073709551615), printed as the user wrote it. */
+    char idx[24];
+    if (indices[i] > INT64_MAX)
+      snprintf(idx, sizeof idx, "-%llu", (unsigned long long)(0 - indices[i]));
+    else
+      snprintf(idx, sizeof idx, "%llu", (unsigned long long)indices[i]);
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "sample index %s (position %llu) is out of range "
+                     "for %llu samples",
+                     idx, (unsigned long long)i,
+                     (unsigned long long)c->ds->length);
+  }
   return PL_OK;
 }
 
