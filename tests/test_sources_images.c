@@ -329,8 +329,273 @@ static void test_png_gray_and_alpha(void) {
   }
 }
 
+/* A list label over int64 is refused naming the list, the line and the
+ * text (strtoll saturated it to INT64_MAX); the largest int64 is kept. */
+static void test_list_label_overflow(void) {
+  char root[512], lst[600], png[600];
+  snprintf(root, sizeof root, "%s", pl_test_path("ovf"));
+  CHECK(mkdir(root, 0755) == 0);
+  snprintf(png, sizeof png, "%s/a.png", root);
+  write_png(png, 8, 8);
+  snprintf(lst, sizeof lst, "%s/list.txt", root);
+  pl_image_options o;
+  pl_image_options_init(&o);
+  o.size = 8;
+  const char *bad[] = {"99999999999999999999", "9223372036854775808",
+                       "-99999999999999999999"};
+  for (int k = 0; k < 3; k++) {
+    char text[200], want[200];
+    snprintf(text, sizeof text, "a.png 3\na.png %s\n", bad[k]);
+    CHECK(pl_test_write_file(lst, text, strlen(text)) == 0);
+    pl_dataset *ds = NULL;
+    pl_error err;
+    CHECK_STATUS(pl_dataset_open_images(lst, &o, &ds, &err), PL_FORMAT, &err);
+    snprintf(want, sizeof want,
+             "list.txt:2: label '%s' does not fit in int64 (at most "
+             "9223372036854775807)", bad[k]);
+    CHECK_MSG(&err, want);
+    CHECK(!strcmp(err.path, lst));
+    CHECK(ds == NULL);
+  }
+  const char *ok = "a.png 9223372036854775807\n";
+  CHECK(pl_test_write_file(lst, ok, strlen(ok)) == 0);
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_open_images(lst, &o, &ds, &err), &err);
+  if (ds) {
+    uint8_t img[3 * 8 * 8];
+    int64_t label = 0;
+    void *dst[2] = {img, &label};
+    CHECK_OK(pl_dataset_read(ds, 0, dst, &err), &err);
+    CHECK(label == INT64_MAX);
+    pl_dataset_destroy(ds);
+  }
+}
+
+/* A FIFO named like an image is refused at once (open waited for a writer
+ * forever: ctest's timeout was the only way out). */
+static void test_fifo_refused(void) {
+  char root[512], cls[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("fifo"));
+  snprintf(cls, sizeof cls, "%s/c0", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  snprintf(p, sizeof p, "%s/a.png", cls);
+  write_png(p, 8, 8);
+  snprintf(p, sizeof p, "%s/x.jpg", cls);
+  CHECK(mkfifo(p, 0644) == 0);
+  pl_image_options o;
+  pl_image_options_init(&o);
+  o.size = 8;
+  pl_dataset *ds = NULL;
+  open_dir(root, PL_OK, NULL, &o, &ds);
+  if (!ds)
+    return;
+  CHECK_EQ_U64(pl_dataset_length(ds), 2);
+  uint8_t img[3 * 8 * 8];
+  int64_t label;
+  void *dst[2] = {img, &label};
+  pl_error err;
+  CHECK_STATUS(pl_dataset_read(ds, 1, dst, &err), PL_IO, &err);
+  CHECK_MSG(&err, "x.jpg: not a regular file (a FIFO)");
+  CHECK(!strcmp(err.path, p));
+  pl_dataset_destroy(ds);
+}
+
+typedef struct warn_log {
+  int n, wrong; /* replacements logged; those not naming the bad file */
+} warn_log;
+
+/* Workers may read on into the next epoch before the loader is destroyed:
+ * the count is at least the epochs taken, each message the same. */
+static void keep_warning(void *user, pl_log_level level, const char *msg) {
+  warn_log *w = user;
+  if (level != PL_LOG_WARN || !strstr(msg, "replaced"))
+    return;
+  w->n++;
+  w->wrong += strstr(msg, "images: sample 5 replaced by sample ") != msg ||
+              !strstr(msg, "05.png: PNG: the file is truncated");
+}
+
+/* on_error=SKIP: a replaced sample leaves no error behind (the loader
+ * failed its batch with the bad file's status although the read returned
+ * PL_OK), and the warning names the bad file's own error, not that of a
+ * replacement attempt. */
+static void test_skip_leaves_no_error(void) {
+  char root[512], cls[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("skip"));
+  snprintf(cls, sizeof cls, "%s/c0", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  for (int i = 0; i < 12; i++) {
+    snprintf(p, sizeof p, "%s/%02d.png", cls, i);
+    write_png(p, 8, 8);
+  }
+  snprintf(p, sizeof p, "%s/05.png", cls);
+  CHECK(pl_test_write_file(p, "\x89PNG\r\n\x1a\n\0\0", 10) == 0);
+  pl_image_options o;
+  pl_image_options_init(&o);
+  o.size = 8;
+  o.on_error = PL_IMAGE_ERROR_SKIP;
+  pl_dataset *ds = NULL;
+  open_dir(root, PL_OK, NULL, &o, &ds);
+  if (!ds)
+    return;
+  uint8_t img[3 * 8 * 8];
+  int64_t label;
+  void *dst[2] = {img, &label};
+  pl_error err;
+  CHECK_OK(pl_dataset_read(ds, 5, dst, &err), &err);
+  CHECK_EQ_U64(err.status, PL_OK);
+  for (int workers = 0; workers <= 2; workers += 2) {
+    warn_log w = {0};
+    pl_loader_config cfg;
+    pl_loader_config_init(&cfg);
+    cfg.device = PL_DEVICE_CPU;
+    cfg.batch_size = 4;
+    cfg.num_workers = workers;
+    cfg.log = keep_warning;
+    cfg.log_user = &w;
+    pl_loader *ld = NULL;
+    CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+    if (!ld)
+      continue;
+    for (int epoch = 0; epoch < 2; epoch++) {
+      pl_batch *b;
+      pl_status st;
+      int batches = 0;
+      while ((st = pl_loader_next(ld, &b, &err)) == PL_OK) {
+        batches++;
+        pl_batch_release(b, NULL);
+      }
+      CHECK_STATUS(st, PL_END_OF_EPOCH, &err);
+      CHECK_EQ_U64(batches, 3);
+    }
+    pl_loader_destroy(ld);
+    CHECK(w.n >= 2);
+    CHECK_EQ_U64(w.wrong, 0);
+  }
+  pl_dataset_destroy(ds);
+}
+
+/* flip_p and dct_scaling, the names of pl_image_options and of Python's
+ * ImageFolder, are the spec's; flip and dct stay as deprecated spellings. */
+static void spec_flip(const char *root, const char *opts, int want_flip) {
+  char spec[900];
+  snprintf(spec, sizeof spec, "images:%s?size=8&crop_field=1&%s", root, opts);
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  if (!ds)
+    return;
+  uint8_t img[3 * 8 * 8];
+  int64_t label;
+  int32_t crop[5] = {0};
+  void *dst[3] = {img, &label, crop};
+  for (uint64_t i = 0; i < pl_dataset_length(ds); i++) {
+    CHECK_OK(pl_dataset_read(ds, i, dst, &err), &err);
+    CHECK_EQ_U64(crop[4], want_flip);
+  }
+  pl_dataset_destroy(ds);
+}
+
+static void test_spec_spellings(void) {
+  char root[512], cls[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("spell"));
+  snprintf(cls, sizeof cls, "%s/c0", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%d.png", cls, i);
+    write_png(p, 12, 10);
+  }
+  spec_flip(root, "flip_p=1&dct_scaling=0", 1);
+  spec_flip(root, "flip_p=0&dct_scaling=1", 0);
+  spec_flip(root, "flip=1&dct=0", 1); /* the deprecated spellings */
+  spec_flip(root, "flip=0", 0);
+  const char *both[][2] = {
+      {"flip_p=1&flip=1", "images: options 'flip_p' and 'flip' (its deprecated spelling) both given"},
+      {"dct=1&dct_scaling=0", "images: options 'dct_scaling' and 'dct' (its deprecated spelling) both given"},
+      {"flip_p=2", "images option flip_p=2: want a number from 0 to 1"},
+  };
+  for (int k = 0; k < 3; k++) {
+    char spec[900];
+    snprintf(spec, sizeof spec, "images:%s?%s", root, both[k][0]);
+    pl_dataset *ds = NULL;
+    pl_error err;
+    CHECK_STATUS(pl_dataset_open_spec(spec, &ds, &err), PL_INVALID_ARGUMENT, &err);
+    CHECK_MSG(&err, both[k][1]);
+  }
+}
+
+typedef struct own_log {
+  int n, wrong;
+} own_log;
+
+/* "images: sample K replaced by sample J: .../0K.png: ...": K's own file. */
+static void check_own_error(void *user, pl_log_level level, const char *msg) {
+  own_log *w = user;
+  unsigned k = 0, j = 0;
+  char want[32];
+  if (level != PL_LOG_WARN ||
+      sscanf(msg, "images: sample %u replaced by sample %u", &k, &j) != 2)
+    return;
+  w->n++;
+  snprintf(want, sizeof want, "/%02u.png: PNG: ", k);
+  w->wrong += strstr(msg, want) == NULL;
+}
+
+/* Four bad files of six: a replacement attempt may pick another bad one,
+ * whose error the warning named instead of the sample's own. */
+static void test_skip_warns_with_own_error(void) {
+  char root[512], cls[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("skip2"));
+  snprintf(cls, sizeof cls, "%s/c0", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  for (int i = 0; i < 6; i++) {
+    snprintf(p, sizeof p, "%s/%02d.png", cls, i);
+    if (i < 4)
+      CHECK(pl_test_write_file(p, "\x89PNG\r\n\x1a\n\0\0", 10) == 0);
+    else
+      write_png(p, 8, 8);
+  }
+  pl_image_options o;
+  pl_image_options_init(&o);
+  o.size = 8;
+  o.on_error = PL_IMAGE_ERROR_SKIP;
+  pl_dataset *ds = NULL;
+  open_dir(root, PL_OK, NULL, &o, &ds);
+  if (!ds)
+    return;
+  own_log w = {0};
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.device = PL_DEVICE_CPU;
+  cfg.batch_size = 6;
+  cfg.log = check_own_error;
+  cfg.log_user = &w;
+  pl_loader *ld = NULL;
+  pl_error err;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pl_batch *b = NULL;
+  if (ld)
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  if (b) {
+    const int64_t *labels = pl_batch_data(b, 1);
+    CHECK_EQ_U64(pl_batch_size(b), 6);
+    CHECK_EQ_U64(labels[0], 0);
+    pl_batch_release(b, NULL);
+  }
+  pl_loader_destroy(ld);
+  CHECK(w.n >= 4);
+  CHECK_EQ_U64(w.wrong, 0);
+  pl_dataset_destroy(ds);
+}
+
 int main(void) {
   test_exact_png_and_errors();
+  test_list_label_overflow();
+  test_fifo_refused();
+  test_skip_leaves_no_error();
+  test_spec_spellings();
+  test_skip_warns_with_own_error();
   test_png_gray_and_alpha();
   test_scratch_reuse();
 #ifdef PL_FAULT_INJECTION

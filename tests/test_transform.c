@@ -377,6 +377,63 @@ static void test_loader(void) {
   pl_dataset_destroy(ds);
 }
 
+/* A field no transform names (the label, without TO_INT64) is delivered as
+ * read: the plan copies it into the delivered arrays. It was left out, so
+ * batches carried whatever the batch memory held (zeros, or the bytes of
+ * an earlier epoch's batch). Two epochs, so buffers are recycled. */
+static void test_untransformed_fields(void) {
+  pl_field fs[2] = {image_field("image", H, W, C), scalar_field("label", PL_UINT8)};
+  pl_transform one = xf(PL_TRANSFORM_RANDOM_HFLIP);
+  pl_xform_plan *p;
+  pl_error err;
+  CHECK_OK(pl_xform_plan_new(fs, 2, &one, 1, &p, &err), &err);
+  if (p) {
+    CHECK_EQ_U64(p->n, 2);
+    CHECK_EQ_U64(p->f[1].op, PL_XF_COPY);
+    CHECK_EQ_U64(p->f[1].out_bytes, 1);
+    CHECK_EQ_U64(p->xf_of[1], 1);
+    uint8_t in = 9, out = 0;
+    pl_xform_apply(p, &p->f[1], NULL, &in, &out);
+    CHECK_EQ_U64(out, 9);
+    pl_xform_plan_free(p);
+  }
+  pl_dataset *ds = make_dataset();
+  if (!ds)
+    return;
+  for (int kind = 0; kind < 2; kind++) {
+    pl_transform t = xf(kind ? PL_TRANSFORM_NORMALIZE : PL_TRANSFORM_RANDOM_HFLIP);
+    t.num_channels = 1, t.mean[0] = 0.5f, t.std[0] = 0.5f;
+    pl_loader_config cfg;
+    pl_loader_config_init(&cfg);
+    cfg.device = PL_DEVICE_CPU;
+    cfg.batch_size = 7;
+    cfg.shuffle = 1;
+    cfg.num_workers = 2;
+    cfg.transforms = &t;
+    cfg.num_transforms = 1;
+    pl_loader *ld = NULL;
+    CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+    if (!ld)
+      continue;
+    uint64_t seen = 0;
+    for (int epoch = 0; epoch < 2; epoch++) {
+      pl_batch *b;
+      pl_status st;
+      while ((st = pl_loader_next(ld, &b, &err)) == PL_OK) {
+        CHECK_EQ_U64(pl_batch_field(b, 1)->dtype, PL_UINT8);
+        const uint8_t *lab = pl_batch_data(b, 1);
+        for (uint32_t i = 0; i < pl_batch_size(b); i++, seen++)
+          CHECK_EQ_U64(lab[i], pl_batch_sample_index(b, i) % 10);
+        pl_batch_release(b, NULL);
+      }
+      CHECK_EQ_U64(st, PL_END_OF_EPOCH);
+    }
+    CHECK_EQ_U64(seen, 2 * N);
+    pl_loader_destroy(ld);
+  }
+  pl_dataset_destroy(ds);
+}
+
 int main(void) {
   test_rounding();
   test_plan_errors();
@@ -385,5 +442,6 @@ int main(void) {
   test_widen();
   test_draws();
   test_loader();
+  test_untransformed_fields();
   return pl_test_finish("test_transform");
 }

@@ -3,6 +3,7 @@
  * datasets.from_python, to_float32 views), the Dataset type, and how a
  * Python value becomes a field (dtype, shape, the bytes). */
 #include "module.h"
+#include "data/dataset.h" /* pl_dataset_sample_path (mod_samples) */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -524,6 +525,32 @@ static PyObject *mod_replaced(PyObject *m, PyObject *arg) {
       pl_dataset_replaced(((DatasetObject *)arg)->ds));
 }
 
+/* samples(dataset) -> [(path, label), ...] of an image source (the file
+ * each sample is read from), or None for sources without files per
+ * sample. */
+static PyObject *mod_samples(PyObject *m, PyObject *arg) {
+  (void)m;
+  if (!PyObject_TypeCheck(arg, &DatasetType))
+    return PyErr_Format(PyExc_TypeError, "expected a Dataset");
+  const pl_dataset *ds = ((DatasetObject *)arg)->ds;
+  uint64_t n = pl_dataset_length(ds);
+  int64_t label = 0;
+  if (n == 0 || !pl_dataset_sample_path(ds, 0, &label))
+    Py_RETURN_NONE;
+  PyObject *out = PyList_New((Py_ssize_t)n);
+  for (uint64_t i = 0; out && i < n; i++) {
+    const char *path = pl_dataset_sample_path(ds, i, &label);
+    PyObject *item = Py_BuildValue("(NL)", PyUnicode_DecodeFSDefault(path),
+                                   (long long)label);
+    if (!item) {
+      Py_CLEAR(out);
+      break;
+    }
+    PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+  }
+  return out;
+}
+
 /* (name, dtype, shape) → pl_field; shape a sequence of ints. */
 static int field_from(PyObject *name, PyObject *dtype, PyObject *shape,
                       pl_field *f) {
@@ -727,6 +754,8 @@ static PyMethodDef dataset_functions[] = {
     {"open_cifar10", mod_open_cifar10, METH_O, "open_cifar10([paths])"},
     {"open", mod_open, METH_VARARGS, "open(kind, [paths], options)"},
     {"replaced", mod_replaced, METH_O, "replaced(dataset) -> int"},
+    {"samples", mod_samples, METH_O,
+     "samples(dataset) -> [(path, label)] of an image source, else None"},
     {"open_records", (PyCFunction)(void (*)(void))mod_open_records,
      METH_VARARGS | METH_KEYWORDS,
      "open_records(paths, header_bytes, record_bytes, fields)"},

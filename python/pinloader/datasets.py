@@ -195,33 +195,91 @@ class NPY(Dataset):
         super().__init__(_C.open("npy", paths, ""))
 
 
+def _square_size(size):
+    """size as an (h, w) pair: an int n is (n, n); the C source makes square
+    images only."""
+    if isinstance(size, (tuple, list)):
+        if len(size) != 2 or int(size[0]) != int(size[1]):
+            raise ValueError("size must be an int or a pair (h, w) with h == w (the images are "
+                             "square), not %r" % (size,))
+        size = size[0]
+    return (int(size), int(size))
+
+
 class ImageFolder(Dataset):
     """torchvision's ImageFolder (ROOT/CLASS/*.jpg|jpeg|png, classes sorted,
     labels their index) or a list file of "PATH LABEL" lines, decoded and
-    transformed in C: fields ``image`` uint8 [3, size, size] and ``label``
+    transformed in C: fields ``image`` uint8 [3, h, w] and ``label``
     int64 (and ``crop`` int32 [top, left, height, width, flipped] with
     crop_field=True).
 
     train=True: RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip
     (flip_p), with torchvision's sampling rule, drawn from (seed, epoch,
     index). train=False: Resize(resize) + CenterCrop(size); resize defaults
-    to size / 0.875. on_error="skip" replaces an unreadable image by another
-    sample chosen from its index alone; ``replaced`` counts them."""
+    to size / 0.875. size: an int or an (h, w) pair with h == w. on_error=
+    "skip" replaces an unreadable image by another sample chosen from its
+    index alone; ``replaced`` counts them.
+
+    As torchvision's: ``root``, ``classes`` (the sorted class folder
+    names), ``class_to_idx``, ``samples`` (= ``imgs``: [(path,
+    class_index)] in the order read), ``targets``; ``size`` is (h, w). A
+    list file has no class folders: its ``classes`` and ``class_to_idx``
+    are None."""
 
     def __init__(self, root, size=224, train=True, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
                  flip_p=0.5, resize=None, on_error="fail", crop_field=False, dct_scaling=True):
         if on_error not in ("fail", "skip"):
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
-        opts = _options(size=int(size), train=bool(train), scale=tuple(scale), ratio=tuple(ratio),
-                        flip=float(flip_p), resize=resize, on_error=on_error,
-                        crop_field=bool(crop_field), dct=bool(dct_scaling))
-        super().__init__(_C.open("images", [os.fspath(root)], opts))
+        self.size = _square_size(size)
+        path = os.fspath(root)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        # os.path.join(root, cls) as torchvision has it: no "ROOT//CLASS"
+        path = path.rstrip("/") or path
+        opts = _options(size=self.size[0], train=bool(train), scale=tuple(scale),
+                        ratio=tuple(ratio), flip_p=float(flip_p), resize=resize,
+                        on_error=on_error, crop_field=bool(crop_field),
+                        dct_scaling=bool(dct_scaling))
+        super().__init__(_C.open("images", [path], opts))
+        self.root = path
         self._structure = "tuple"
+        self._samples = None
+        self._is_folder = os.path.isdir(path)
 
     @property
     def replaced(self):
         """Samples replaced so far because their file could not be read."""
         return _C.replaced(self._native)
+
+    @property
+    def samples(self):
+        """[(path, class_index)], in the order the samples are read."""
+        if self._samples is None:
+            self._samples = [tuple(s) for s in _C.samples(self._native)]
+        return self._samples
+
+    imgs = samples
+
+    @property
+    def targets(self):
+        return [label for _, label in self.samples]
+
+    @property
+    def classes(self):
+        """Class folder names, sorted (label i is classes[i]); None for a
+        list file."""
+        if not self._is_folder:
+            return None
+        names = {}
+        cut = len(self.root) + 1
+        for path, label in self.samples:
+            names.setdefault(label, path[cut:].split("/", 1)[0])
+        return [names[i] for i in range(len(names))]
+
+    @property
+    def class_to_idx(self):
+        classes = self.classes
+        return None if classes is None else {c: i for i, c in enumerate(classes)}
 
 
 def to_float32(ds, field, scale=1.0 / 255):

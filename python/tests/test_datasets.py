@@ -121,3 +121,74 @@ def test_bad_arguments():
         pinloader.DataLoader([np.zeros(2)], batch_size=0)
     with pytest.raises(ValueError):
         pinloader.DataLoader([np.zeros(2)], device="tpu")
+
+
+# ------------------------------------------- ImageFolder as torchvision's
+
+def _tv_image_folder(directory):
+    """torchvision.datasets.ImageFolder's classes, class_to_idx and samples,
+    as torchvision/datasets/folder.py defines them (find_classes,
+    make_dataset), restricted to the extensions pinloader decodes."""
+    import os
+    directory = os.path.expanduser(directory)
+    classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
+    class_to_idx = {c: i for i, c in enumerate(classes)}
+    samples = []
+    for target_class in sorted(class_to_idx):
+        target_dir = os.path.join(directory, target_class)
+        for root, _, fnames in sorted(os.walk(target_dir, followlinks=True)):
+            for fname in sorted(fnames):
+                path = os.path.join(root, fname)
+                if path.lower().endswith((".jpg", ".jpeg", ".png")):
+                    samples.append((path, class_to_idx[target_class]))
+    return classes, class_to_idx, samples
+
+
+def test_image_folder_has_torchvision_attributes(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(5)
+    layout = {"zebra": ["b.jpg", "a.png", "sub/z.jpeg", "sub/deeper/y.PNG"],
+              "Apple": ["x.jpg"], "mango": ["m1.png", "m0.png"]}
+    for cls, files in layout.items():
+        for f in files:
+            path = tmp_path / cls / f
+            path.parent.mkdir(parents=True, exist_ok=True)
+            img = PIL.fromarray(rng.integers(0, 256, (9, 11, 3), dtype=np.uint8))
+            img.save(path, format="PNG" if f.lower().endswith("png") else "JPEG")
+    (tmp_path / "mango" / "notes.txt").write_text("not an image")
+    (tmp_path / "README").write_text("a file at the top is not a class")
+    for root in (str(tmp_path), str(tmp_path) + "/"):
+        ds = pinloader.datasets.ImageFolder(root, size=8)
+        try:
+            import torchvision
+            tv = torchvision.datasets.ImageFolder(root)
+            want = (tv.classes, tv.class_to_idx, [tuple(s) for s in tv.samples])
+        except ImportError:
+            want = _tv_image_folder(root)
+        classes, class_to_idx, samples = want
+        assert classes == ["Apple", "mango", "zebra"]
+        assert ds.classes == classes
+        assert ds.class_to_idx == class_to_idx
+        assert ds.samples == samples
+        assert ds.imgs == samples
+        assert ds.targets == [t for _, t in samples]
+        assert [int(ds[i][1]) for i in range(len(ds))] == ds.targets
+        assert ds.size == (8, 8)
+    # a list file: samples and targets, no class folders
+    lst = tmp_path / "list.txt"
+    lst.write_text("zebra/b.jpg 4\nApple/x.jpg 2\n")
+    ds = pinloader.datasets.ImageFolder(lst, size=8)
+    assert ds.samples == [(str(tmp_path / "zebra/b.jpg"), 4), (str(tmp_path / "Apple/x.jpg"), 2)]
+    assert ds.targets == [4, 2] and ds.classes is None and ds.class_to_idx is None
+
+
+def test_image_folder_size_is_a_pair(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    (tmp_path / "c").mkdir()
+    PIL.fromarray(np.zeros((9, 9, 3), np.uint8)).save(tmp_path / "c" / "a.png")
+    for size in (6, (6, 6), [6, 6]):
+        ds = pinloader.datasets.ImageFolder(tmp_path, size=size)
+        assert ds.size == (6, 6)
+        assert ds[0][0].shape == (3, 6, 6)
+    with pytest.raises(ValueError, match=r"size must be an int or a pair \(h, w\) with h == w"):
+        pinloader.datasets.ImageFolder(tmp_path, size=(6, 7))

@@ -255,3 +255,144 @@ def test_list_file(tmp_path):
     lst.write_text("b_dogs/img0.jpeg seven\n")
     with pytest.raises(pinloader.Error, match="list.txt:1: want 'PATH LABEL'"):
         datasets.ImageFolder(lst)
+
+
+def test_list_file_label_over_int64_is_refused(tmp_path):
+    """strtoll saturated such labels to INT64_MAX: now refused naming the
+    list, the line and the text."""
+    make_folder(tmp_path, n_per_class=1)
+    lst = tmp_path / "list.txt"
+    for text in ("99999999999999999999", str(2 ** 63)):
+        lst.write_text("b_dogs/img0.jpeg 1\na_cats/img0.jpeg %s\n" % text)
+        with pytest.raises(pinloader.Error) as e:
+            datasets.ImageFolder(lst)
+        assert str(e.value) == ("%s:2: label '%s' does not fit in int64 (at most "
+                                "9223372036854775807)" % (lst, text))
+        assert e.value.path == str(lst)
+    lst.write_text("b_dogs/img0.jpeg %d\n" % (2 ** 63 - 1))
+    assert int(datasets.ImageFolder(lst, size=8)[0][1]) == 2 ** 63 - 1
+
+
+def _jpeg_folder(root, n=20, bad=7):
+    """n JPEGs in two classes (sorted order = index order), image `bad`
+    truncated; returns the bad file's path."""
+    for i in range(n):
+        cls = root / ("c%d" % (i * 2 // n))
+        cls.mkdir(exist_ok=True)
+        PIL.fromarray(natural_image(40 + i, 36, i)).save(cls / ("%02d.jpg" % i), quality=90)
+    path = root / ("c%d" % (bad * 2 // n)) / ("%02d.jpg" % bad)
+    path.write_bytes(path.read_bytes()[:400])
+    return str(path)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_in_dataloader_delivers_every_batch(tmp_path, caplog, workers):
+    """on_error="skip": the bad sample's status stayed in the batch's error
+    after a successful replacement, so every batch holding it failed with
+    that file's error; the warning named a replacement's error."""
+    import logging
+    import re
+    torch = pytest.importorskip("torch")
+    bad = _jpeg_folder(tmp_path)
+    ds = datasets.ImageFolder(tmp_path, size=16, train=False, on_error="skip")
+    loader = pinloader.DataLoader(ds, batch_size=6, num_workers=workers)
+    caplog.set_level(logging.WARNING, logger="pinloader")
+    for epoch in range(2):
+        batches = list(loader)
+        assert [len(y) for _, y in batches] == [6, 6, 6, 2]
+        images = torch.cat([x for x, _ in batches])
+        labels = torch.cat([y for _, y in batches])
+        # workers may read on into the next epoch: at least one a epoch, all alike
+        warns = [r.getMessage() for r in caplog.records if "replaced" in r.getMessage()]
+        assert len(warns) >= epoch + 1 and len(set(warns)) == 1, warns
+        m = re.fullmatch(r"images: sample 7 replaced by sample (\d+): (.*)", warns[0])
+        assert m, warns[0]
+        assert m.group(2).startswith(bad + ": JPEG: "), m.group(2)
+        other = int(m.group(1))
+        assert other != 7
+        # documented: the replacement is another sample, chosen from the index alone
+        assert torch.equal(images[7], torch.from_numpy(ds[other][0].copy()))
+        assert int(labels[7]) == int(ds[other][1])
+        keep = [i for i in range(20) if i != 7]
+        assert labels[keep].tolist() == [i * 2 // 20 for i in keep]
+    assert ds.replaced >= 2  # once an epoch (and a read-ahead one)
+
+
+def _cli():
+    from pinloader import _cli
+    exe = _cli.executable()
+    if os.access(exe, os.X_OK):
+        return exe
+    exe = os.path.join(os.path.dirname(__file__), "..", "..", "build", "pinloader")
+    return exe if os.access(exe, os.X_OK) else None
+
+
+_FIFO_READS = """
+import sys, pinloader
+ds = pinloader.datasets.ImageFolder(sys.argv[1], size=8)
+for name, read in (("ds[1]", lambda: ds[1]),
+                   ("DataLoader", lambda: list(pinloader.DataLoader(ds, batch_size=2,
+                                                                    num_workers=2)))):
+    try:
+        read()
+        print(name, "read")
+    except pinloader.Error as e:
+        print(name, "|", e, "|", e.path)
+"""
+
+
+def test_fifo_named_like_an_image_is_refused(tmp_path):
+    """open() without O_NONBLOCK waited for a writer forever: ds[i], the
+    DataLoader and the CLI hung. Run in child processes so that old code
+    fails the test (its timeout) instead of hanging the suite."""
+    import subprocess
+    import sys
+    (tmp_path / "c0").mkdir()
+    PIL.fromarray(natural_image(20, 20, 0)).save(tmp_path / "c0" / "a.png")
+    fifo = str(tmp_path / "c0" / "x.jpg")
+    os.mkfifo(fifo)
+    why = "%s: not a regular file (a FIFO)" % fifo
+    out = subprocess.run([sys.executable, "-c", _FIFO_READS, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.splitlines() == [
+        "ds[1] | sample 1: %s | %s" % (why, fifo),
+        "DataLoader | sample 1: %s | %s" % (why, fifo),
+    ], out.stderr
+    cli = _cli()
+    if cli is None:
+        pytest.skip("no pinloader CLI built")
+    run = subprocess.run([cli, "run", "--dataset", "images:%s?size=8" % tmp_path, "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert why in run.stderr, run.stderr
+
+
+def test_error_path_names_the_file(tmp_path):
+    """pinloader.Error.path: the file the message names (it was None for
+    image and .npy errors)."""
+    bad = _jpeg_folder(tmp_path)
+    ds = datasets.ImageFolder(tmp_path, size=16)
+    with pytest.raises(pinloader.Error) as e:
+        ds[7]
+    assert e.value.path == bad and str(e.value).startswith("sample 7: %s: JPEG: " % bad)
+    with pytest.raises(pinloader.Error) as e:
+        list(pinloader.DataLoader(ds, batch_size=4))
+    assert e.value.path == bad
+    missing = str(tmp_path / "c0" / "none.jpg")
+    (tmp_path / "list.txt").write_text("%s 0\n" % missing)
+    with pytest.raises(pinloader.Error) as e:
+        datasets.ImageFolder(tmp_path / "list.txt")[0]
+    assert e.value.path == missing and e.value.errno == 2
+    npy = tmp_path / "x.npy"
+    npy.write_bytes(b"not an array")
+    with pytest.raises(pinloader.Error) as e:
+        datasets.NPY(str(npy))
+    assert str(e.value) == "%s: not a .npy file (no \\x93NUMPY magic)" % npy
+    assert e.value.path == str(npy)
+    with pytest.raises(pinloader.Error) as e:
+        datasets.CIFAR10([str(tmp_path / "nothing.bin")])
+    assert e.value.path == str(tmp_path / "nothing.bin")
+    # no file named: no path
+    with pytest.raises(pinloader.Error) as e:
+        datasets.ImageFolder(tmp_path, size=16, scale=(0.5, 0.2))
+    assert e.value.path is None

@@ -4,6 +4,7 @@ of seed, epoch, index, field), zero-padded crop, flip, (x / 255 - mean) /
 std in float32 and one rounding to the output dtype; the same bytes for any
 num_workers; on a GPU, CUDA batches equal CPU batches bit for bit."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -201,3 +202,80 @@ def test_cuda_equals_cpu(cifar, out):
         assert torch.equal(gx.view(torch.int16 if out != "float32" else torch.int32),
                            cx.view(torch.int16 if out != "float32" else torch.int32))
         assert torch.equal(gy, cy)
+
+
+# ------------------------------------------------- labels through transforms
+
+def _label_sources(tmp_path):
+    """{name: (open(label_dtype) -> dataset, labels read back from the files
+    with numpy, the image's shape, whether the source takes label_dtype)}."""
+    from conftest import write_idx
+    rng = np.random.default_rng(7)
+    n = 23
+    out = {}
+    idx_img = write_idx(tmp_path / "i-idx3-ubyte", rng.integers(0, 256, (n, 8, 8), dtype=np.uint8))
+    idx_lab = write_idx(tmp_path / "l-idx1-ubyte", rng.integers(0, 10, n, dtype=np.uint8))
+    out["idx"] = (lambda d: pinloader.datasets.IDX(idx_img, idx_lab, label_dtype=d),
+                  np.frombuffer(open(idx_lab, "rb").read()[8:], np.uint8), (8, 8), True)
+    cif = write_cifar(tmp_path / "c.bin", rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8),
+                      rng.integers(0, 10, n, dtype=np.uint8))
+    out["cifar"] = (lambda d: pinloader.datasets.CIFAR10([cif], label_dtype=d),
+                    np.fromfile(cif, np.uint8).reshape(n, 3073)[:, 0], (3, 32, 32), True)
+    rec = np.zeros((n, 2 + 3 * 6 * 6), np.uint8)
+    rec[:, 1] = rng.integers(0, 200, n)
+    rec[:, 2:] = rng.integers(0, 256, (n, 108))
+    rec.tofile(tmp_path / "r.bin")
+    out["records"] = (lambda d: pinloader.datasets.Records(
+        str(tmp_path / "r.bin"), 0, rec.shape[1],
+        [("image", "uint8", (3, 6, 6), 2), ("label", "uint8", (), 1)]),
+        np.fromfile(tmp_path / "r.bin", np.uint8).reshape(n, -1)[:, 1], (3, 6, 6), False)
+    PIL = pytest.importorskip("PIL.Image")
+    root = tmp_path / "folder"
+    for c, cls in enumerate(["zeta", "alpha", "mid"]):
+        os.makedirs(root / cls)
+        for j in range(3 + c):
+            arr = rng.integers(0, 256, (12, 14, 3), dtype=np.uint8)
+            PIL.fromarray(arr).save(root / cls / ("%d.png" % j))
+    names = sorted(os.listdir(root))
+    folder_labels = np.array([names.index(cls) for cls in names
+                              for _ in os.listdir(root / cls)], np.int64)
+    out["images"] = (lambda d: pinloader.datasets.ImageFolder(root, size=10),
+                     folder_labels, (3, 10, 10), False)
+    return out
+
+
+def _label_lists(shape):
+    size = shape[-1] - 2
+    combo = [T.RandomCrop(size, padding=2), T.RandomHorizontalFlip(), T.ConvertImageDtype("bfloat16"),
+             T.Normalize(0.5, 0.25), T.ChannelsLast()]
+    lists = [None, [T.Normalize(0.5, 0.5)], [T.RandomHorizontalFlip()],
+             [T.RandomCrop(size, padding=1)], [T.ConvertImageDtype("float16")], [T.ChannelsLast()],
+             combo[:2], combo]
+    return lists + [(l or []) + [T.ToInt64()] for l in lists]
+
+
+def _run_labels(ds, lists, want, label_dtype, device, expect_int64):
+    torch = pytest.importorskip("torch")
+    for k, xf in enumerate(lists):
+        widened = expect_int64 or any(isinstance(t, T.ToInt64) for t in xf or [])
+        loader = pinloader.DataLoader(ds, batch_size=4, num_workers=2 * (k % 2), transforms=xf,
+                                      device=device)
+        for epoch in range(2):  # the second epoch reuses batch buffers
+            got = [y.cpu() for _, y in loader]
+            assert {str(y.dtype) for y in got} == {"torch.int64" if widened else "torch.uint8"}, xf
+            labels = torch.cat(got).numpy()
+            assert labels.tolist() == want.tolist(), (label_dtype, xf, epoch)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not pinloader.cuda_available(), reason="no usable CUDA device"))])
+@pytest.mark.parametrize("source", ["idx", "cifar", "records", "images"])
+def test_labels_survive_every_transform_list(tmp_path, source, device):
+    """A field no transform names (the label without ToInt64) is delivered as
+    read: it came out as zeros (int64 labels) or stale batch memory (uint8)."""
+    open_ds, want, shape, takes_dtype = _label_sources(tmp_path)[source]
+    lists = _label_lists(shape)
+    for label_dtype in (("int64", "uint8") if takes_dtype else (None,)):
+        ds = open_ds(label_dtype)
+        expect_int64 = label_dtype == "int64" or source == "images"
+        _run_labels(ds, lists, want, label_dtype, device, expect_int64)

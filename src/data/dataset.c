@@ -107,6 +107,26 @@ uint64_t pl_dataset_sample_bytes(const pl_dataset *ds) {
   return ds ? ds->sample_bytes : 0;
 }
 
+const char *pl_dataset_sample_path(const pl_dataset *ds, uint64_t index,
+                                   int64_t *label) {
+  if (!ds || !ds->vt->sample_path || index >= ds->length)
+    return NULL;
+  return ds->vt->sample_path(ds, index, label);
+}
+
+void pl_error_path_from(pl_error *err, const char *const *paths, int n) {
+  if (!err || err->status == PL_OK || err->path[0] || !paths)
+    return;
+  for (int i = 0; i < n; i++) {
+    size_t len = paths[i] ? strlen(paths[i]) : 0;
+    if (len && !strncmp(err->message, paths[i], len) &&
+        (err->message[len] == ':' || err->message[len] == ' ')) {
+      pl_error_set_path(err, paths[i]);
+      return;
+    }
+  }
+}
+
 uint64_t pl_dataset_replaced(const pl_dataset *ds) {
   return ds && ds->vt->replaced ? ds->vt->replaced(ds) : 0;
 }

@@ -76,6 +76,10 @@ typedef struct pl_dataset_vt {
   int (*shared_memory)(const pl_dataset *ds);
   /* May be NULL: samples replaced so far (on_error=skip sources). */
   uint64_t (*replaced)(const pl_dataset *ds);
+  /* May be NULL: the file sample `index` is read from and its label
+   * (images: torchvision's ImageFolder.samples); NULL path: none. */
+  const char *(*sample_path)(const pl_dataset *ds, uint64_t index,
+                             int64_t *label);
   /* May be NULL: CPU seconds the dataset's worker processes have used so
    * far (pl_dataset_set_worker_cpu); any thread, never blocks. */
   double (*worker_cpu_s)(const pl_dataset *ds);
@@ -118,6 +122,16 @@ pl_status pl_dataset_read_sample(const pl_dataset *ds, uint64_t index,
 pl_status pl_dataset_call_get_item(pl_get_item_fn get_item, void *user,
                                    uint64_t index, void *const *dst,
                                    pl_error *err);
+
+/* The file of sample `index` and its label (vt->sample_path); NULL when
+ * the source has none or index is out of range. */
+const char *pl_dataset_sample_path(const pl_dataset *ds, uint64_t index,
+                                   int64_t *label);
+
+/* A failed open whose message begins with one of `paths` (the message
+ * names the file) and whose error names no path yet gets that one, so
+ * that programs read it from pl_error.path. */
+void pl_error_path_from(pl_error *err, const char *const *paths, int n);
 
 /* Index of the field called `name`, or -1. */
 int pl_dataset_field_index(const pl_dataset *ds, const char *name);

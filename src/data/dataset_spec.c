@@ -4,7 +4,7 @@
  *   cifar10:FILE[,FILE...]
  *   tokens:FILE[,FILE...]?context=T[&samples=N][&stride=S][&dtype=D][&format=F]
  *   npy:FILE.npy[,FILE.npy...]   npy:FILE.npz
- *   images:ROOT?size=224[&train=0][&scale=A:B][&ratio=A:B][&flip=P]...
+ *   images:ROOT?size=224[&train=0][&scale=A:B][&ratio=A:B][&flip_p=P]...
  * The kind ends at the first ':', the options begin at the last '?'; the
  * files between are split on ',' (so paths may hold ':' but not ',' or
  * '?'; the C and Python APIs take paths as a list, without these limits).
@@ -21,8 +21,11 @@
   "tokens:FILE[,FILE...]?context=T, npy:FILE[,FILE...] or images:ROOT)"
 
 #define TOKENS_KEYS "context samples stride dtype format"
+/* flip and dct: the deprecated spellings of flip_p and dct_scaling (the
+ * names of pl_image_options and of Python's ImageFolder), still taken. */
 #define IMAGES_KEYS                                                        \
-  "size train scale ratio flip resize dct crop_field on_error"
+  "size train scale ratio flip_p resize dct_scaling crop_field on_error "  \
+  "flip dct"
 
 /* Splits `list` (modified in place) on ','; *paths is malloc'ed. */
 static pl_status split_paths(const char *spec, char *list, char ***paths,
@@ -72,18 +75,34 @@ static pl_status tokens_from_options(const pl_options *o,
   return PL_OK;
 }
 
+/* The key an option was given under: its name, or its deprecated alias;
+ * both at once are refused. */
+static pl_status key_of(const pl_options *o, const char *name,
+                        const char *alias, const char **key, pl_error *err) {
+  *key = pl_options_get(o, alias) ? alias : name;
+  if (pl_options_get(o, alias) && pl_options_get(o, name))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "%s: options '%s' and '%s' (its deprecated spelling) "
+                     "both given",
+                     o->kind, name, alias);
+  return PL_OK;
+}
+
 static pl_status images_from_options(const pl_options *o,
                                      pl_image_options *m, pl_error *err) {
   uint64_t size = m->size, resize = m->resize, train = 1, dct = 1, crop = 0;
   int on_error = 0;
+  const char *flip_key, *dct_key;
+  PL_TRY(key_of(o, "flip_p", "flip", &flip_key, err));
+  PL_TRY(key_of(o, "dct_scaling", "dct", &dct_key, err));
   PL_TRY(pl_options_u64(o, "size", 65535, &size, err));
   PL_TRY(pl_options_u64(o, "train", 1, &train, err));
   PL_TRY(pl_options_u64(o, "resize", 65535, &resize, err));
-  PL_TRY(pl_options_u64(o, "dct", 1, &dct, err));
+  PL_TRY(pl_options_u64(o, dct_key, 1, &dct, err));
   PL_TRY(pl_options_u64(o, "crop_field", 1, &crop, err));
   PL_TRY(pl_options_pair(o, "scale", &m->scale_min, &m->scale_max, err));
   PL_TRY(pl_options_pair(o, "ratio", &m->ratio_min, &m->ratio_max, err));
-  PL_TRY(pl_options_double(o, "flip", 0, 1, &m->flip_p, err));
+  PL_TRY(pl_options_double(o, flip_key, 0, 1, &m->flip_p, err));
   PL_TRY(pl_options_choice(o, "on_error", "fail skip", &on_error, err));
   m->size = (uint32_t)size;
   m->resize = (uint32_t)resize;

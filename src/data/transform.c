@@ -288,13 +288,18 @@ static pl_status plan_fields(pl_xform_plan *p, const pl_field *fields,
     for (int k = 1; k < PL_TRANSFORM_KIND_COUNT_; k++)
       any |= s->by_kind[k] != NULL;
     p->out_fields[f] = fields[f];
-    if (!any)
-      continue;
     pl_xform_field *x = &p->f[p->n];
     memset(x, 0, sizeof *x);
     x->field = f;
-    x->in_dtype = fields[f].dtype;
+    x->in_dtype = x->out_dtype = fields[f].dtype;
     x->slot = -1;
+    if (!any) { /* delivered as read: copied into the delivered arrays */
+      x->op = PL_XF_COPY;
+      x->in_bytes = x->out_bytes = pl_field_bytes(&fields[f]);
+      x->out_size = (uint32_t)pl_dtype_size(fields[f].dtype);
+      p->xf_of[f] = p->n++;
+      continue;
+    }
     const pl_transform *w = s->by_kind[PL_TRANSFORM_TO_INT64];
     int idx = -1; /* the first of its transforms, for messages */
     for (int k = 1; k < PL_TRANSFORM_KIND_COUNT_; k++)
@@ -474,6 +479,10 @@ DEFINE_IMAGE_APPLY(image_u32, uint32_t)
 void pl_xform_apply(const pl_xform_plan *p, const pl_xform_field *f,
                     const pl_xform_params *params, const void *src,
                     void *dst) {
+  if (f->op == PL_XF_COPY) {
+    memcpy(dst, src, (size_t)f->in_bytes);
+    return;
+  }
   if (f->op == PL_XF_WIDEN) {
     widen(f, src, dst);
     return;

@@ -21,7 +21,12 @@
 extern "C" {
 #endif
 
-typedef enum { PL_XF_IMAGE = 1, PL_XF_WIDEN = 2 } pl_xf_op;
+/* COPY: a field no transform names is delivered as read. With transforms
+ * the delivered arrays lie apart from the staged ones (out_base), so every
+ * field, transformed or not, must be written there by one of the ops: a
+ * field left out of the plan was delivered as whatever the recycled batch
+ * memory held (labels of zeros or stale bytes). */
+typedef enum { PL_XF_IMAGE = 1, PL_XF_WIDEN = 2, PL_XF_COPY = 3 } pl_xf_op;
 
 /* One sample's random draw for one field; 16 bytes so that a batch's
  * parameters are a plain array the copy engine moves with the batch. */
@@ -53,14 +58,14 @@ typedef struct pl_xform_field {
 } pl_xform_field;
 
 typedef struct pl_xform_plan {
-  int n;                /* transformed fields */
+  int n;                /* every field: transformed ones and COPY ones */
   pl_xform_field *f;
   int nparams;          /* random fields: params per sample */
   uint8_t *table;       /* 256 * C output elements per image field */
   uint64_t table_bytes;
   int nfields;          /* all dataset fields */
   pl_field *out_fields; /* every field as delivered (dtype, shape) */
-  int *xf_of;           /* per dataset field: index in f, or -1 */
+  int *xf_of;           /* per dataset field: its index in f */
   /* Set by the loader: where the batch's params array lies in the staged
    * layout (device transforms). */
   uint64_t params_off;

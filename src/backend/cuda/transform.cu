@@ -199,6 +199,9 @@ extern "C" cudaError_t pl_cuda_xform_field(const pl_xform_field *f,
                                            cudaStream_t stream) {
   if (n == 0)
     return cudaSuccess;
+  if (f->op == PL_XF_COPY) /* n samples' arrays are contiguous */
+    return cudaMemcpyAsync(dst, src, (size_t)n * (size_t)f->in_bytes,
+                           cudaMemcpyDeviceToDevice, stream);
   if (f->op == PL_XF_WIDEN)
     return widen(f, src, dst, n, stream);
   if (f->slot >= 0 && !params)

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,19 +186,42 @@ static void plan_decode(void *user, uint32_t W, uint32_t H,
 
 /* ---------------------------------------------------------------- reads */
 
+static const char *file_kind(mode_t m) {
+  return S_ISFIFO(m)   ? "FIFO"
+         : S_ISDIR(m)  ? "directory"
+         : S_ISCHR(m)  ? "character device"
+         : S_ISBLK(m)  ? "block device"
+         : S_ISSOCK(m) ? "socket"
+                       : "special file";
+}
+
 /* The whole file into the scratch's file slot. */
 static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
                            size_t *n, pl_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return pl_errorf(err, PL_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
+  /* O_NONBLOCK: opening a FIFO (or a device) without it waits for a
+   * writer, forever; the type is checked on the descriptor, after. It
+   * changes nothing for the regular files read below. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int e = errno;
+    pl_errorf(err, PL_IO, "%s: cannot open: %s", path, strerror(e));
+    pl_error_set_errno(err, e);
+    pl_error_set_path(err, path);
+    return PL_IO;
+  }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      (uint64_t)st.st_size > MAX_FILE_BYTES) {
-    pl_status s = pl_errorf(err, PL_IO,
-                            "%s: not a regular file of at most %llu bytes",
-                            path, (unsigned long long)MAX_FILE_BYTES);
+  pl_status s = PL_OK;
+  if (fstat(fd, &st) != 0)
+    s = pl_errorf(err, PL_IO, "%s: cannot stat: %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    s = pl_errorf(err, PL_IO, "%s: not a regular file (a %s)", path,
+                  file_kind(st.st_mode));
+  else if ((uint64_t)st.st_size > MAX_FILE_BYTES)
+    s = pl_errorf(err, PL_IO, "%s: %llu bytes, over the %llu a file may have",
+                  path, (unsigned long long)st.st_size,
+                  (unsigned long long)MAX_FILE_BYTES);
+  if (s != PL_OK) {
+    pl_error_set_path(err, path);
     close(fd);
     return s;
   }
@@ -210,8 +234,10 @@ static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
     if (r <= 0) {
       int e = r < 0 ? errno : 0;
       close(fd);
-      return pl_errorf(err, PL_IO, "%s: read failed: %s", path,
-                       e ? strerror(e) : "the file shrank");
+      pl_errorf(err, PL_IO, "%s: read failed: %s", path,
+                e ? strerror(e) : "the file shrank");
+      pl_error_set_path(err, path);
+      return PL_IO;
     }
     got += (size_t)r;
   }
@@ -252,14 +278,18 @@ static pl_status load_one(const images_impl *im, uint64_t index,
   pl_decoded d;
   pl_status s =
       pl_image_decode(data, n, path, plan_decode, &pc, sc, &d, err);
-  if (s != PL_OK)
+  if (s != PL_OK) {
+    pl_error_set_path(err, path); /* the message names it */
     return s;
+  }
   pl_resize_src src;
   resize_source(&d, &pc.box, &src);
   s = pl_resize_rgbx(&src, im->opt.size, im->opt.size, pc.box.flip, dst[0],
                      sc, SLOT_RESIZE, err);
-  if (s != PL_OK)
+  if (s != PL_OK) {
+    pl_error_set_path(err, path);
     return pl_error_prefix(err, "%s", path);
+  }
   memcpy(dst[1], &im->label[index], sizeof(int64_t));
   if (im->opt.crop_field) {
     int32_t crop[5] = {pc.box.param[0], pc.box.param[1], pc.box.param[2],
@@ -287,13 +317,17 @@ static pl_status read_or_replace(images_impl *im, uint64_t index,
   /* The replacement depends on the index alone (not the epoch or the
    * worker), so a bad file is always replaced by the same good one. */
   pl_rng r = pl_rng_for(0, 0, index, RNG_STREAM_SKIP);
+  /* The sample's own error, before a failed replacement overwrites it. */
+  pl_error why = *err;
   for (int attempt = 0; attempt < SKIP_ATTEMPTS && im->n > 1; attempt++) {
     uint64_t other = pl_rng_below(&r, im->n - 1);
     other += other >= index;
-    pl_error why = *err;
     if (load_one(im, other, ctx, sc, dst, err) == PL_OK) {
       atomic_fetch_add_explicit(&im->replaced, 1, memory_order_relaxed);
       log_replacement(ctx, index, other, &why);
+      /* The loader fails a batch whose error has a status set, whatever
+       * the read returned: the failure that was replaced is cleared. */
+      pl_error_clear(err);
       return PL_OK;
     }
   }
@@ -329,10 +363,19 @@ static void images_destroy(void *p) {
   free(im);
 }
 
+static const char *images_sample_path(const pl_dataset *ds, uint64_t index,
+                                      int64_t *label) {
+  const images_impl *im = ds->impl;
+  if (label)
+    *label = im->label[index];
+  return im->names + im->offset[index];
+}
+
 static const pl_dataset_vt images_vt = {
     .kind = "images",
     .read = images_read,
     .replaced = images_replaced,
+    .sample_path = images_sample_path,
     .destroy_impl = images_destroy,
 };
 
@@ -531,6 +574,22 @@ static pl_status list_folder(listing *l, const char *root, pl_error *err) {
   return s;
 }
 
+/* "LIST:LINE: why", with the list file as the error's path. */
+static pl_status list_error(pl_error *err, const char *list, uint64_t lineno,
+                            const char *fmt, ...) PL_PRINTF(4, 5);
+static pl_status list_error(pl_error *err, const char *list, uint64_t lineno,
+                            const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pl_errorf(err, PL_FORMAT, "%s:%llu: %s", list, (unsigned long long)lineno,
+            msg);
+  pl_error_set_path(err, list);
+  return PL_FORMAT;
+}
+
 /* "PATH LABEL" lines; blank lines and '#' comments skipped. */
 static pl_status list_line(listing *l, const char *list, const char *dir,
                            char *line, uint64_t lineno, pl_error *err) {
@@ -543,11 +602,16 @@ static pl_status list_line(listing *l, const char *list, const char *dir,
   char *tab = strrchr(line, '\t');
   sp = (!sp || (tab && tab > sp)) ? tab : sp;
   char *end = NULL;
+  errno = 0;
   long long label = sp ? strtoll(sp + 1, &end, 10) : 0;
+  if (sp && errno == ERANGE) /* strtoll saturates: refuse, do not clamp */
+    return list_error(err, list, lineno,
+                      "label '%s' does not fit in int64 (at most "
+                      "9223372036854775807)",
+                      sp + 1);
   if (!sp || sp == line || !end || *end || end == sp + 1 || label < 0)
-    return pl_errorf(err, PL_FORMAT,
-                     "%s:%llu: want 'PATH LABEL' with a label >= 0", list,
-                     (unsigned long long)lineno);
+    return list_error(err, list, lineno,
+                      "want 'PATH LABEL' with a label >= 0");
   *sp = '\0';
   if (line[0] == '/')
     return list_add(l, line, label, err);

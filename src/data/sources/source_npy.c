@@ -614,7 +614,9 @@ pl_status pl_dataset_open_npy(const char *const *paths, int npaths,
     s = pl_dataset_new(&npy_vt, im, im->arrays[0].count, fields,
                        im->narrays, out, err);
   }
-  if (s != PL_OK)
+  if (s != PL_OK) {
+    pl_error_path_from(err, paths, npaths);
     npy_destroy(im);
+  }
   return s;
 }

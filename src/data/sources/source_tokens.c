@@ -335,7 +335,9 @@ pl_status pl_dataset_open_tokens(const char *const *paths, int npaths,
     uint64_t length = t->samples ? t->samples : t->first[t->nshards];
     s = pl_dataset_new(&tokens_vt, t, length, fields, 2, out, err);
   }
-  if (s != PL_OK)
+  if (s != PL_OK) {
+    pl_error_path_from(err, paths, npaths);
     tokens_destroy(t);
+  }
   return s;
 }
