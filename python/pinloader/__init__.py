@@ -896,6 +896,15 @@ class _Engine:
             return _new_error(status, text)
         if status == "PL_TIMEOUT" and self.procs:
             self.broken = True  # the stuck worker is killed: start afresh
+        m = re.match(r"sample (\d+): still loading after ([0-9.]+) s", msg)
+        if status == "PL_TIMEOUT" and m and self._dl() is not None and self.dl.collate_fn is not None:
+            # The worker's clock names the last sample it began; with a
+            # collate_fn the batch may be past its samples, in collate_fn.
+            e = _new_error(status, "DataLoader timed out after %g seconds: no batch after %s s; "
+                           "the worker is in collate_fn, or in dataset[%s] (the last sample it "
+                           "began)" % (self.dl.timeout, m.group(2), m.group(1)))
+            e.__cause__ = exc
+            return e
         return exc
 
 

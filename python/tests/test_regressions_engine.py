@@ -427,3 +427,29 @@ def test_dataloader_subscriptable():
     assert torch.utils.data.DataLoader[int] is not None
     alias = pinloader.DataLoader[int]
     assert alias.__origin__ is pinloader.DataLoader and alias.__args__ == (int,)
+
+
+_RELEASE = multiprocessing.get_context("fork").Event()
+
+
+def _stuck_collate(batch):
+    if batch[0] == 4:  # the second batch: stays in collate_fn until released
+        _RELEASE.wait(120)
+    return torch.tensor(batch)
+
+
+def test_slow_collate_fn_timeout_names_collate_fn():
+    dl = pinloader.DataLoader(Ints(8), batch_size=4, num_workers=1, timeout=0.5,
+                              collate_fn=_stuck_collate, multiprocessing_context="fork")
+    it = iter(dl)
+    try:
+        assert next(it).tolist() == [0, 1, 2, 3]
+        with pytest.raises(pinloader.Error) as e:
+            next(it)
+    finally:
+        _RELEASE.set()
+        dl.close()
+    assert e.value.status == "PL_TIMEOUT"
+    assert str(e.value).startswith("DataLoader timed out after 0.5 seconds: no batch after ")
+    assert str(e.value).endswith("s; the worker is in collate_fn, or in dataset[7] (the last "
+                                 "sample it began)")
