@@ -429,7 +429,7 @@ def test_dataloader_subscriptable():
     assert alias.__origin__ is pinloader.DataLoader and alias.__args__ == (int,)
 
 
-_RELEASE = multiprocessing.get_context("fork").Event()
+_RELEASE = None  # an Event, made by the test (a semaphore mapped into forked workers)
 
 
 def _stuck_collate(batch):
@@ -439,6 +439,8 @@ def _stuck_collate(batch):
 
 
 def test_slow_collate_fn_timeout_names_collate_fn():
+    global _RELEASE
+    _RELEASE = multiprocessing.get_context("fork").Event()
     dl = pinloader.DataLoader(Ints(8), batch_size=4, num_workers=1, timeout=0.5,
                               collate_fn=_stuck_collate, multiprocessing_context="fork")
     it = iter(dl)
@@ -449,6 +451,7 @@ def test_slow_collate_fn_timeout_names_collate_fn():
     finally:
         _RELEASE.set()
         dl.close()
+        _RELEASE = None
     assert e.value.status == "PL_TIMEOUT"
     assert str(e.value).startswith("DataLoader timed out after 0.5 seconds: no batch after ")
     assert str(e.value).endswith("s; the worker is in collate_fn, or in dataset[7] (the last "
