@@ -593,7 +593,11 @@ typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
      "batches loaded and handed out normally before the replay")             \
   XX(explicit_order, BOOL, 0, 0, 1,                                           \
      "every epoch's batches come from pl_loader_set_order: nothing is read "  \
-     "before the first")
+     "before the first")                                                \
+  XX(error_ends_epoch, BOOL, 1, 0, 1,                                         \
+     "a failed batch ends its epoch (the next call begins the next one); "    \
+     "0: only that batch is lost, the next call returns the one after it "    \
+     "(as torch's DataLoader)")
 
 /* What an option holds, and how pl_loader_config_set reads its text. */
 typedef enum pl_option_type {
@@ -668,6 +672,11 @@ typedef struct pl_loader_config {
    * explicit epoch of no batches (PL_END_OF_EPOCH at once) until
    * pl_loader_set_order gives one; pl_loader_load_state is refused. */
   int explicit_order;
+
+  /* 1 (default): a failed batch (pl_loader_next returned its error) ends
+   * its epoch. 0: only that batch is lost and the epoch goes on, as an
+   * iterator of torch's DataLoader goes on past a batch that raised. */
+  int error_ends_epoch;
 } pl_loader_config;
 
 /* num_workers / prefetch PL_AUTO ("auto"): tuned at run time from measured
@@ -787,7 +796,8 @@ PL_API uint64_t pl_loader_num_samples(const pl_loader *ld);
 /* The next batch, in order. At the end of an epoch returns PL_END_OF_EPOCH
  * once (with *out = NULL); the following call begins the next epoch. A
  * failed sample returns its error and ends the epoch: the following call
- * begins the next epoch. PL_EXHAUSTED: every batch buffer the pool may have
+ * begins the next epoch (with error_ends_epoch 0 it returns the batch after
+ * the failed one). PL_EXHAUSTED: every batch buffer the pool may have
  * is held by the consumer, so waiting would never end. */
 PL_API pl_status pl_loader_next(pl_loader *ld, pl_batch **out, pl_error *err);
 

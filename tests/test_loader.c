@@ -146,6 +146,46 @@ static void callback_error(void) {
   }
 }
 
+/* error_ends_epoch 0 (torch's DataLoader): a failing sample loses only
+ * its batch; the batches after it in the epoch still come, in order, and
+ * the next epoch fails at the same batch again. */
+static void callback_error_goes_on(void) {
+  for (int w = 0; w <= 4; w += 4) {
+    fixture fx = {.fail_at = 50};
+    pl_dataset *ds = fixture_dataset(&fx, 100, 4);
+    pl_loader_config cfg;
+    pl_loader_config_init(&cfg);
+    CHECK(cfg.error_ends_epoch == 1);
+    cfg.batch_size = 10;
+    cfg.num_workers = w;
+    cfg.device = PL_DEVICE_CPU;
+    cfg.error_ends_epoch = 0;
+    pl_loader *ld = NULL;
+    pl_error err;
+    CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+    for (uint64_t e = 0; e < 2; e++) {
+      pl_batch *b;
+      for (uint64_t i = 0; i < 10; i++) {
+        if (i == 5) {
+          CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_CALLBACK, &err);
+          CHECK(b == NULL);
+          CHECK_MSG(&err, "sample 50");
+          CHECK_EQ_U64(pl_loader_epoch(ld), e);
+          continue;
+        }
+        CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+        CHECK_EQ_U64(pl_batch_epoch(b), e);
+        CHECK_EQ_U64(pl_batch_index(b), i);
+        CHECK(fixture_check_batch(b, 4) == 0);
+        pl_batch_release(b, NULL);
+      }
+      CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+    }
+    pl_loader_destroy(ld);
+    pl_dataset_destroy(ds);
+  }
+}
+
 /* Held batches stay intact while the loader moves on; the pool says when
  * the consumer holds everything; destroy with batches held. */
 static void held_batches(void) {
@@ -330,6 +370,7 @@ int main(void) {
   exactly_once();
   order_independent_of_workers();
   callback_error();
+  callback_error_goes_on();
   held_batches();
   destroy_mid_epoch();
   set_epoch();

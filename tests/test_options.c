@@ -33,7 +33,7 @@ static void set_fails(const char *name, const char *value, const char *want) {
 }
 
 static void table(void) {
-  CHECK_EQ_U64(pl_option_count(), 24);
+  CHECK_EQ_U64(pl_option_count(), 25);
   CHECK(pl_option_info_at(-1) == NULL);
   CHECK(pl_option_info_at(pl_option_count()) == NULL);
   const pl_option_info *b = pl_option_info_at(pl_option_find("batch_size"));

@@ -26,6 +26,7 @@ import select
 import socket
 import sys
 import threading
+import types
 import weakref
 
 from . import _collate
@@ -190,6 +191,30 @@ def _mp_context(ctx):
     return ctx
 
 
+def _check_mp_context(ctx, num_workers):
+    """multiprocessing_context= checked as torch checks it; a start
+    method's name becomes its context."""
+    if ctx is None:
+        return None
+    import multiprocessing
+    import multiprocessing.context
+
+    if num_workers == 0:
+        raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                         "(num_workers > 0), but got num_workers=%s" % (num_workers,))
+    if isinstance(ctx, str):
+        valid = multiprocessing.get_all_start_methods()
+        if ctx not in valid:
+            raise ValueError("multiprocessing_context option should specify a valid start method "
+                             "in %r, but got multiprocessing_context=%r" % (valid, ctx))
+        ctx = multiprocessing.get_context(ctx)
+    if not isinstance(ctx, multiprocessing.context.BaseContext):
+        raise TypeError("multiprocessing_context option should be a valid context object or a "
+                        "string specifying the start method, but got multiprocessing_context=%s"
+                        % (ctx,))
+    return ctx
+
+
 def _signal_name(code):
     import signal
 
@@ -216,7 +241,9 @@ OPTION_NAMES = {
     "replay_batches": "replay_batches", "replay_after": "replay_after", "timings": "timings",
 }
 OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'",
-                  "explicit_order": "sampler= (or shuffle=True without seed=)"}
+                  "explicit_order": "sampler= (or shuffle=True without seed=)",
+                  "error_ends_epoch": "always off: as torch's, an iterator goes on past a "
+                                      "batch that raised"}
 
 
 def _prefetch(prefetch_factor, num_workers):
@@ -238,7 +265,7 @@ def _order_arrays(batches):
     return indices, starts
 
 
-def _draw_ahead(dl, kept_seed=None):
+def _draw_ahead(dl, kept_seed=None, trailing=None):
     """(base seed, indices, starts) that the next iter() of a loader with
     its own RandomSampler draws, if nobody draws from the generator before
     it: the same draws made on a copy of the generator's state (no base
@@ -246,7 +273,9 @@ def _draw_ahead(dl, kept_seed=None):
     RandomSampler, without a generator of its own one draw seeds a fresh
     generator for the permutation; without replacement over the whole
     dataset the order is one randperm, batched here with numpy (ImageNet's
-    1.28 M samples: 31 ms, where the sampler's lists take 200-300 ms)."""
+    1.28 M samples: 31 ms, where the sampler's lists take 200-300 ms).
+    trailing: the length of the current epoch's trailing randperm when it
+    is still to be drawn (_Trailing): drawn first, as it will be."""
     import numpy as np
 
     torch = _torch()
@@ -255,6 +284,8 @@ def _draw_ahead(dl, kept_seed=None):
     gen = dl.generator if dl.generator is not None else torch.default_generator
     copy = torch.Generator()
     copy.set_state(gen.get_state())
+    if trailing is not None:
+        torch.randperm(trailing, generator=copy)
 
     def draw():
         return int(torch.empty((), dtype=torch.int64).random_(generator=copy).item())
@@ -278,6 +309,27 @@ def _draw_ahead(dl, kept_seed=None):
     return (seed,) + _order_arrays([list(b) for b in BatchSampler(twin, bs.batch_size, bs.drop_last)])
 
 
+class _Trailing:
+    """torch's RandomSampler (with a generator of its own: the loader's
+    generator=) draws one more randperm after its last index, when its
+    iterator is run to the end: in torch's DataLoader, when the batch
+    after the last is asked of the batch sampler. That is the J-th request
+    (J = batches + 1, or the number of batches when the last one is partial
+    and kept), made by next() call J with no workers, or by call J - P
+    with P = prefetch_factor * num_workers requests made at iter() (call 0).
+    A break before that call leaves it undrawn, and so does pinloader."""
+
+    __slots__ = ("gen", "n", "at")
+
+    def __init__(self, gen, n, at):
+        self.gen, self.n, self.at = gen, n, at
+
+    def draw(self):
+        import torch
+
+        torch.randperm(self.n, generator=self.gen)
+
+
 class _Guess:
     """The next epoch's order, drawn early from a copy of the generator and
     queued (_Engine._look_ahead): its epoch, base seed and order arrays."""
@@ -297,6 +349,57 @@ class _Guess:
 _live = weakref.WeakSet()
 
 
+def _readable(fds, timeout):
+    """The descriptors of fds (ints, or objects with fileno()) readable
+    within timeout seconds (None: forever; 0: now), as their filenos. poll,
+    not select: select() refuses descriptors above 1023 (a process with many
+    files open)."""
+    poller = select.poll()
+    for f in fds:
+        poller.register(f, select.POLLIN | select.POLLHUP | select.POLLERR)
+    ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+    return {fd for fd, _ in poller.poll(ms)}
+
+
+# Worker processes of this process's loaders (multiprocessing Process
+# objects). A child forked from here (os.fork, a multiprocessing Process)
+# inherits them in multiprocessing's children set, and multiprocessing's
+# atexit (_exit_function) would terminate them, daemons that they are, when
+# that child exits: they are the parent's, not the child's.
+_worker_procs = weakref.WeakSet()
+# Set in the parent while it forks a worker: the child (inheriting it)
+# freezes what it inherited before anything is allocated there.
+_fork_gc = None
+
+
+def _after_fork_in_child():
+    global _fork_gc
+    try:
+        import multiprocessing.process as mpp
+
+        for p in list(_worker_procs):
+            mpp._children.discard(p)
+    except Exception:
+        pass
+    _worker_procs.clear()
+    if _fork_gc is not None:
+        # A forked worker must never collect the parent's garbage: a loader
+        # freed there would stop the parent's threads' copies and shut the
+        # parent's sockets. Frozen objects are never collected (Python's
+        # advice for forked children). The parent forked with its
+        # collector off, so that none ran here before this.
+        import gc
+
+        gc.freeze()
+        if _fork_gc:
+            gc.enable()
+        _fork_gc = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def _close_all():
     # Stop worker threads and processes before the interpreter finalizes:
@@ -308,6 +411,26 @@ def _close_all():
             pass
 
 
+def _start_worker(p):
+    """p.start() with the collector off: a forked child must not collect
+    before _after_fork_in_child freezes what it inherited. The parent's own
+    generations are left as they were (gc.freeze / unfreeze here would move
+    every object of the parent into the oldest generation, where its
+    cyclic garbage waits for a full collection)."""
+    import gc
+
+    global _fork_gc
+    was = gc.isenabled()
+    _fork_gc = was  # read by the child, if this start forks one
+    gc.disable()
+    try:
+        p.start()
+    finally:
+        _fork_gc = None
+        if was:
+            gc.enable()
+
+
 # ---------------------------------------------------------------- engines
 
 class _Engine:
@@ -317,7 +440,10 @@ class _Engine:
     time (zip(loader, loader)) gets one of its own, as torch's does."""
 
     def __init__(self, dl, base_seed, first_epoch=0):
-        self.dl = dl
+        # Weakly: the loader holds its engines, and a cycle between them
+        # would keep a dropped loader (and its worker processes) alive until
+        # a cyclic collection. The iterators hold the loader (iterate).
+        self._dl = weakref.ref(dl)
         self.pid = os.getpid()
         self.procs = []
         self.ps = None
@@ -331,6 +457,8 @@ class _Engine:
         self.extra = False  # a second iterator's engine (zip(loader, loader))
         self.guess = None  # the next epoch's order, guessed and queued
         self.look_at = None  # (epoch, batch index): when to guess it
+        self.trailing = None  # the sampler's draw still to come (_Trailing)
+        self.calls = 0  # next() calls of this epoch's iteration (torch's requests)
         plan = dl._plan
         starting = {}  # workers whose "ready" has not come yet: their sockets
         if plan.native is not None:
@@ -369,6 +497,13 @@ class _Engine:
             self.close()
             raise
 
+    @property
+    def dl(self):
+        dl = self._dl()
+        if dl is None:
+            raise _new_error("PL_CLOSED", "the loader is closed")
+        return dl
+
     # -- worker processes
 
     def _start_processes(self, spec, dl):
@@ -376,8 +511,6 @@ class _Engine:
         whose "ready" has not come yet is left starting: the C loader is
         made meanwhile (no thread of it runs while this process forks), and
         _finish_start waits for the rest. Returns {worker: socket} of those."""
-        import gc
-
         ctx = _mp_context(dl.multiprocessing_context)
         spec.parent_pid = None if ctx.get_start_method() == "forkserver" else os.getpid()
         socks = []
@@ -387,21 +520,14 @@ class _Engine:
                 parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 p = ctx.Process(target=_worker.worker_main, args=(child, spec, w), daemon=True,
                                 name="pinloader-worker-%d" % w)
-                # A forked child must never collect the parent's garbage: a
-                # loader freed there would stop the parent's threads' copies
-                # and shut the parent's sockets. Frozen objects are never
-                # collected; the child keeps them frozen (Python's advice).
-                gc.freeze()
-                try:
-                    p.start()
-                finally:
-                    gc.unfreeze()
+                _start_worker(p)
                 child.close()
                 self.procs.append(p)
+                _worker_procs.add(p)
                 socks.append(parent)
             ready = []
             for w, (s, p) in enumerate(zip(socks, self.procs)):
-                came = select.select([s], [], [], 0)[0]
+                came = bool(_readable([s], 0))
                 if came:
                     self._wait_ready(w, s, p, dl.timeout)
                 ready.append(bool(came))
@@ -437,11 +563,11 @@ class _Engine:
     def _wait_ready(self, w, s, p, timeout):
         head = b""
         while len(head) < _worker.REP.size:
-            r, _, _ = select.select([s, p.sentinel], [], [], timeout or None)
+            r = _readable([s, p.sentinel], timeout or None)
             if not r:
                 raise _new_error("PL_TIMEOUT", "pinloader worker %d (pid %d) did not start within %.1f s"
                                  % (w, p.pid, timeout))
-            if s in r:
+            if s.fileno() in r:
                 chunk = s.recv(_worker.REP.size - len(head))
                 if chunk:
                     head += chunk
@@ -524,6 +650,8 @@ class _Engine:
         if self.base_seed is None:  # an engine made before the first iter()
             self.base_seed = base_seed
         guess, self.guess, self.look_at = self.guess, None, None
+        self.trailing = None  # a break before it: torch never draws it
+        self.calls = 0
         if guess is not None and (mid or self.fresh or _C.has_pending(ld) or ld.epoch != guess.epoch):
             guess = None  # the stream does not go on into it (a break, set_epoch)
         _C.reset_iter_state(ld)
@@ -545,7 +673,8 @@ class _Engine:
                 # at this epoch's first batch.
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
         if dl._explicit:
-            batches = dl._epoch_batches()
+            batches, self.trailing = dl._epoch_batches()
+            self._tick(0)
             indices, starts = _order_arrays(batches)
             if guess is None or not guess.matches(epoch, base_seed, indices, starts):
                 if self.ps is not None:
@@ -595,7 +724,8 @@ class _Engine:
         self.look_at = None
         dl = self.dl
         try:
-            seed, indices, starts = _draw_ahead(dl, dl._kept_base_seed(self))
+            trailing = self.trailing.n if self.trailing is not None else None
+            seed, indices, starts = _draw_ahead(dl, dl._kept_base_seed(self), trailing)
         except Exception:
             return  # iter() draws for itself and raises it there
         if len(starts) < 2:
@@ -609,9 +739,19 @@ class _Engine:
             return
         self.guess = _Guess(epoch, seed, indices, starts)
 
+    def _tick(self, calls=1):
+        """Counts next() calls (a batch, a failed batch, the end), and draws
+        the sampler's trailing randperm at the call torch's draws it."""
+        self.calls += calls
+        t = self.trailing
+        if t is not None and self.calls >= t.at:
+            self.trailing = None
+            t.draw()
+
     def set_epoch(self, epoch):
         self.guess = None
         self.look_at = None
+        self.trailing = None
         _C.reset_iter_state(self.ld)
         if self.ps is not None:
             self.ps.clear_extras()
@@ -620,20 +760,26 @@ class _Engine:
         self.fresh = True
 
     def iterate(self, raw=False):
+        # The iterator's callbacks hold the loader (the engine holds it
+        # weakly): `for b in DataLoader(...)` keeps it while it runs.
         dl = self.dl
         plan = dl._plan
-        pack = (lambda b: b) if raw else self._packer()
-        if self.look_at is not None:
-            inner = pack
+        inner = (lambda b: b) if raw else self._packer()
+        engine = self
 
-            def pack(b):
-                if self.look_at is not None:
-                    self._look_ahead(b)
-                return inner(b)
+        def pack(b):
+            engine._tick()
+            if engine.look_at is not None:
+                engine._look_ahead(b)
+            return inner(b)
+
+        def on_end():
+            if dl is not None:  # (held for the iterator's life)
+                engine._tick()
 
         check = dl._checker(self)
         skip = _SKIP if plan.iterable and not raw else None
-        return _C.LoaderIter(self.ld, pack, check, self._on_error, skip)
+        return _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
 
     def _packer(self):
         dl, plan, ps = self.dl, self.dl._plan, self.ps
@@ -694,20 +840,33 @@ class _Engine:
         return pack
 
     def _on_error(self, it, exc):
-        """A failed next(): the exception the consumer sees."""
+        """A failed next(): the exception the consumer sees. As torch's, the
+        iterator goes on past a batch that raised (in __getitem__, in
+        collate_fn, in a worker or while the batch is put together here):
+        only that batch is lost (the C loader's error_ends_epoch is off),
+        and the epoch counts as begun, so that a new iter() starts the next
+        one. A dead worker, a stall, a closed loader end the iteration."""
         if isinstance(exc, KeyboardInterrupt):
             return exc  # nothing was lost: iterating again resumes
         status = getattr(exc, "status", None)
         if status == "PL_EXHAUSTED" and isinstance(exc, Error):
             it.resumable = 1  # nothing lost: release batches and go on
             return exc
-        # The C loader ended the epoch (a thread-mode __getitem__'s own
-        # exception, a failed batch, a stall, a dead worker): so does the
-        # iterator. The stream itself may go on into the next epoch (the
-        # loader's own order, an epoch queued early): that is the next
-        # iter()'s.
-        it.mid_epoch = 0
-        it.ended = 1
+        out = self._error_for(exc, status)
+        if self.broken or (isinstance(exc, Error) and status in _ENDS_ITERATION):
+            # The stream itself may go on into the next epoch (the loader's
+            # own order, an epoch queued early): that is the next iter()'s.
+            it.mid_epoch = 0
+            it.ended = 1
+        else:
+            it.mid_epoch = 1
+            if not it.ended:
+                self._tick()  # a failed batch is one of torch's requests too
+        return out
+
+    def _error_for(self, exc, status):
+        """The exception the consumer sees for exc (a worker's own, rebuilt;
+        a dead worker named); sets broken when the workers must restart."""
         if not isinstance(exc, Error) or status is None:
             return exc
         msg = str(exc)
@@ -737,7 +896,23 @@ class _Engine:
             return _new_error(status, text)
         if status == "PL_TIMEOUT" and self.procs:
             self.broken = True  # the stuck worker is killed: start afresh
+        m = re.match(r"sample (\d+): still loading after ([0-9.]+) s", msg)
+        if status == "PL_TIMEOUT" and m and self._dl() is not None and self.dl.collate_fn is not None:
+            # The worker's clock names the last sample it began; with a
+            # collate_fn the batch may be past its samples, in collate_fn.
+            e = _new_error(status, "DataLoader timed out after %g seconds: no batch after %s s; "
+                           "the worker is in collate_fn, or in dataset[%s] (the last sample it "
+                           "began)" % (self.dl.timeout, m.group(2), m.group(1)))
+            e.__cause__ = exc
+            return e
         return exc
+
+
+# Errors of next() after which the iteration cannot go on: a stall (the
+# stuck worker is killed, the C loader skipped the epoch), a closed loader,
+# a copy to the device that failed; and any dead worker (engine.broken).
+_ENDS_ITERATION = frozenset(("PL_TIMEOUT", "PL_CLOSED", "PL_BAD_STATE", "PL_CUDA", "PL_NO_DEVICE",
+                             "PL_UNSUPPORTED", "PL_NOT_READY"))
 
 
 class _SkipType:
@@ -820,10 +995,10 @@ def _probe(dl):
                 del it
         else:
             if len(ds) == 0:
-                raise ValueError("the dataset is empty: cannot take field shapes from dataset[0]")
+                return None  # an empty epoch, as torch's (no sample to take shapes from)
             s0 = ds[0]
         if s0 is None and dl._plan.iterable:
-            return None
+            return None  # an empty IterableDataset
         if dl.collate_fn is not None and not dl._plan.unbatched and not dl._plan.iterable:
             return _collate.Template(dl.collate_fn([s0]), batched_probe=True)
         if dl.collate_fn is not None and dl._plan.unbatched:
@@ -948,6 +1123,7 @@ class DataLoader:
             replay_batches=replay_batches, replay_after=replay_after, timings=timings).items()})
         if worker_mode not in (None, "process", "thread"):
             raise ValueError("worker_mode must be 'process' or 'thread', not %r" % (worker_mode,))
+        multiprocessing_context = _check_mp_context(multiprocessing_context, num_workers)
 
         self.dataset = dataset
         self.batch_size = None if batch_size is None else int(batch_size)
@@ -1022,7 +1198,7 @@ class DataLoader:
             plan.dataset = dataset
             t = _probe(self)
             if t is None:
-                t = _collate.Template(0)  # an empty IterableDataset
+                t = _collate.Template(0)  # an empty dataset
             if not t.fields:  # no array-like leaf: a placeholder field
                 t.fields.append(_collate.Leaf(0, "uint8", (), "_"))
             plan.template = t
@@ -1037,6 +1213,21 @@ class DataLoader:
         if native or self.worker_mode == "thread":
             self._engine = _Engine(self, None)  # cheap: threads, no processes
         _live.add(self)
+        self._initialized = True
+
+    # As torch's: what the iteration was planned from cannot change after.
+    _FIXED = frozenset(("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                        "persistent_workers"))
+    _initialized = False
+
+    def __setattr__(self, attr, val):
+        if self._initialized and attr in self._FIXED:
+            raise ValueError("%s attribute should not be set after %s is initialized"
+                             % (attr, type(self).__name__))
+        object.__setattr__(self, attr, val)
+
+    # DataLoader[int], as torch's DataLoader (a Generic) allows.
+    __class_getitem__ = classmethod(types.GenericAlias)
 
     # -- torch's samplers
 
@@ -1064,9 +1255,32 @@ class DataLoader:
         return max((len(b) for b in self.batch_sampler), default=1)
 
     def _epoch_batches(self):
-        if self.batch_sampler is not None:
-            return [list(b) for b in self.batch_sampler]
-        return [[i] for i in self.sampler]  # unbatched
+        """This epoch's batches, drawn as torch's DataLoader draws them, and
+        the _Trailing draw still to come (None: drawn already, or none)."""
+        s, bs = self.sampler, self.batch_sampler
+        torch = _torch()
+        if not self._user_sampler and torch is not None:
+            from torch.utils.data import BatchSampler, RandomSampler
+
+            n = len(self.dataset)
+            if (type(s) is RandomSampler and s.generator is not None and not s.replacement
+                    and s._num_samples is None and n > 0
+                    and (bs is None or type(bs) is BatchSampler)):
+                perm = torch.randperm(n, generator=s.generator).tolist()
+                if bs is None:
+                    batches, requests = [[i] for i in perm], n + 1
+                else:
+                    k = bs.batch_size
+                    batches = [perm[i:i + k] for i in range(0, n, k)]
+                    if bs.drop_last and n % k:
+                        batches.pop()
+                    requests = len(batches) + (0 if (n % k and not bs.drop_last) else 1)
+                ahead = _prefetch(self.prefetch_factor, self.num_workers) if self.num_workers else 0
+                at = requests if not self.num_workers else max(0, requests - ahead)
+                return batches, _Trailing(s.generator, n, at)
+        if bs is not None:
+            return [list(b) for b in bs], None
+        return [[i] for i in s], None  # unbatched
 
     def _kept_base_seed(self, eng):
         """The base seed an iter() keeps instead of drawing one: with
@@ -1128,6 +1342,9 @@ class DataLoader:
         # iter() gives the first (a read would also move an in_order=True
         # worker's random state away from torch's).
         out["explicit_order"] = self._explicit
+        # As torch's iterator, a batch that raised is lost alone: the next
+        # next() returns the batch after it (_Engine._on_error).
+        out["error_ends_epoch"] = False
         return out
 
     # -- iteration
@@ -1204,13 +1421,21 @@ class DataLoader:
         """The epoch the next batch belongs to."""
         return self._primary().ld.epoch
 
+    def _refuse_iterable_state(self, what):
+        if self._plan.iterable:
+            raise _new_error("PL_BAD_STATE", "%s: iterable datasets cannot be resumed yet (a "
+                             "DataLoader over an IterableDataset does not save where each "
+                             "worker's iterator stands)" % what)
+
     def state_dict(self):
         """The resumable position (pl_loader_save_state) as a dict."""
+        self._refuse_iterable_state("state_dict()")
         return {"format": STATE_FORMAT, "state": self._primary().ld.save_state()}
 
     def load_state_dict(self, state):
         """Continue from a state_dict(): the next iteration resumes where
         the saved loader stood, also with other num_workers or ranks."""
+        self._refuse_iterable_state("load_state_dict()")
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError("not a pinloader DataLoader state_dict (format %r)" % (STATE_FORMAT,))
         eng = self._primary()

@@ -27,10 +27,12 @@ typedef struct {
   PyObject *check;    /* check() raises when this iterator was superseded */
   PyObject *on_error; /* on_error(iterator, exc) -> exception to raise */
   PyObject *skip;     /* pack returned this: a batch with nothing in it */
+  PyObject *on_end;   /* on_end(): the epoch ran to its end (StopIteration) */
   PyObject *weakrefs;
   int mid_epoch;
   int resumable;
   int ended;
+  int busy; /* a next() is running (perhaps with the GIL released) */
 } LoaderIterObject;
 
 static void it_dealloc(LoaderIterObject *self) {
@@ -39,6 +41,7 @@ static void it_dealloc(LoaderIterObject *self) {
   Py_CLEAR(self->check);
   Py_CLEAR(self->on_error);
   Py_CLEAR(self->skip);
+  Py_CLEAR(self->on_end);
   if (self->weakrefs)
     PyObject_ClearWeakRefs((PyObject *)self);
   Py_TYPE(self)->tp_free((PyObject *)self);
@@ -46,12 +49,12 @@ static void it_dealloc(LoaderIterObject *self) {
 
 static PyObject *it_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   PyObject *loader, *pack, *check = Py_None, *on_error = Py_None;
-  PyObject *skip = Py_None;
+  PyObject *skip = Py_None, *on_end = Py_None;
   static char *kwlist[] = {"loader", "pack", "check", "on_error", "skip",
-                           NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|OOO:LoaderIter", kwlist,
+                           "on_end", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|OOOO:LoaderIter", kwlist,
                                    &LoaderType, &loader, &pack, &check,
-                                   &on_error, &skip))
+                                   &on_error, &skip, &on_end))
     return NULL;
   LoaderIterObject *self = (LoaderIterObject *)type->tp_alloc(type, 0);
   if (!self)
@@ -66,6 +69,7 @@ static PyObject *it_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   self->on_error = on_error;
   Py_INCREF(skip);
   self->skip = skip;
+  self->on_end = Py_NewRef(on_end);
   return (PyObject *)self;
 }
 
@@ -108,12 +112,37 @@ static PyObject *it_next_one(LoaderIterObject *self);
 static PyObject *it_next_inner(LoaderIterObject *self);
 
 /* The flags are kept on the loader too: the DataLoader reads them when the
- * next iter() begins, after this iterator may be gone. */
+ * next iter() begins, after this iterator may be gone.
+ *
+ * A next() while another thread is inside one (of this iterator, or of
+ * any iterator over the same loader) is refused before it touches
+ * anything: no batch is taken, no flag changes, so the other thread's
+ * loop goes on with every batch. */
 static PyObject *it_next(LoaderIterObject *self) {
+  if (self->busy || self->loader->busy) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the loader is in use by another thread: drive one "
+                    "loader from one thread at a time");
+    return NULL;
+  }
+  self->busy = 1;
   PyObject *r = it_next_inner(self);
+  self->busy = 0;
   self->loader->it_mid_epoch = self->mid_epoch;
   self->loader->it_resumable = self->resumable;
   return r;
+}
+
+/* The epoch ran to its end: StopIteration, after on_end(). NULL. */
+static PyObject *it_end(LoaderIterObject *self) {
+  self->mid_epoch = 0;
+  self->resumable = 0;
+  self->ended = 1;
+  if (self->on_end != Py_None) {
+    PyObject *r = PyObject_CallNoArgs(self->on_end);
+    Py_XDECREF(r);
+  }
+  return NULL;
 }
 
 static PyObject *it_next_inner(LoaderIterObject *self) {
@@ -143,10 +172,7 @@ static PyObject *it_next_one(LoaderIterObject *self) {
       return it_fail(self);
     if (batch == Py_None) {
       Py_DECREF(batch);
-      self->mid_epoch = 0;
-      self->resumable = 0;
-      self->ended = 1;
-      return NULL; /* StopIteration */
+      return it_end(self); /* StopIteration */
     }
   }
   PyObject *item = PyObject_CallOneArg(self->pack, batch);
@@ -155,10 +181,7 @@ static PyObject *it_next_one(LoaderIterObject *self) {
       /* pack ended the epoch (every IterableDataset worker ran out). */
       PyErr_Clear();
       Py_DECREF(batch);
-      self->mid_epoch = 0;
-      self->resumable = 0;
-      self->ended = 1;
-      return NULL;
+      return it_end(self);
     }
     if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
       lo->pending = batch; /* delivered first next time */
@@ -191,6 +214,8 @@ static PyMemberDef it_members[] = {
      "the last next() raised an interruption that lost nothing"},
     {"ended", T_INT, offsetof(LoaderIterObject, ended), 0,
      "the epoch ended (StopIteration)"},
+    {"busy", T_INT, offsetof(LoaderIterObject, busy), READONLY,
+     "a next() is running"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject LoaderIterType = {
@@ -198,8 +223,9 @@ static PyTypeObject LoaderIterType = {
     .tp_basicsize = sizeof(LoaderIterObject),
     .tp_dealloc = (destructor)it_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "LoaderIter(loader, pack, check=None, on_error=None, skip=None):"
-              " the batches of a Loader, packed; none lost to Ctrl-C",
+    .tp_doc = "LoaderIter(loader, pack, check=None, on_error=None, skip=None,"
+              " on_end=None): the batches of a Loader, packed; none lost to "
+              "Ctrl-C",
     .tp_weaklistoffset = offsetof(LoaderIterObject, weakrefs),
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)it_next,

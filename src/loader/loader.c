@@ -582,12 +582,13 @@ void pl_loader_destroy(pl_loader *ld) {
 
 /* ------------------------------------------------------------ consumer */
 
-static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
-                         pl_error *err) {
-  assert(b->state == SLOT_READY);
-  b->state = SLOT_HELD;
-  c->refs++;
-  c->next_deliver++;
+/* The consumer is past b (delivered, or failed with error_ends_epoch 0):
+ * the next delivery is the job after it, and the epoch's end is pending
+ * when that job begins another epoch. [mu] */
+static void step_past(pl_core *c, const pl_batch *b) {
+  c->next_deliver = b->job + 1;
+  if (c->next_claim < c->next_deliver)
+    c->next_claim = c->next_deliver;
   c->cur_epoch = b->epoch;
   uint64_t next_b;
   pl_epoch_plan p;
@@ -598,6 +599,14 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     c->end_pending = next_b == 0;
   }
   pl_wake_worker(c); /* one more job may be claimed */
+}
+
+static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
+                         pl_error *err) {
+  assert(b->state == SLOT_READY);
+  b->state = SLOT_HELD;
+  c->refs++;
+  step_past(c, b);
   assert(c->refs >= 2); /* the loader handle and this batch */
   pthread_mutex_unlock(&c->mu);
   pl_status s = c->be->vt->deliver(c->be, &b->mem, err);
@@ -623,7 +632,10 @@ static pl_status take_failure(pl_core *c, pl_batch *b, pl_error *err) {
   if (err)
     *err = b->err;
   b->state = SLOT_FREE;
-  skip_epoch(c, b->epoch);
+  if (c->cfg.error_ends_epoch)
+    skip_epoch(c, b->epoch);
+  else /* only this batch is lost: the epoch goes on */
+    step_past(c, b);
   return s;
 }
 
