@@ -260,8 +260,10 @@ def _order_arrays(batches):
     starts = np.zeros(len(batches) + 1, dtype=np.uint64)
     if batches:
         starts[1:] = np.cumsum([len(b) for b in batches])
-    indices = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.uint64,
-                          count=int(starts[-1]))
+    # As int64, then the same bits as uint64: a negative index stays itself
+    # (the C loader prints it as given) instead of a numpy overflow.
+    indices = np.fromiter(itertools.chain.from_iterable(batches), dtype=np.int64,
+                          count=int(starts[-1])).view(np.uint64)
     return indices, starts
 
 
