@@ -401,6 +401,63 @@ static void test_fifo_refused(void) {
   pl_dataset_destroy(ds);
 }
 
+/* A FIFO given as the root (not a folder: taken as a list file) is refused
+ * at once, naming it; its fopen waited for a writer forever (ctest's
+ * timeout was the only way out). */
+static void test_list_fifo_refused(void) {
+  char p[600];
+  snprintf(p, sizeof p, "%s", pl_test_path("list.fifo"));
+  CHECK(mkfifo(p, 0644) == 0);
+  pl_image_options o;
+  pl_image_options_init(&o);
+  o.size = 8;
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_STATUS(pl_dataset_open_images(p, &o, &ds, &err), PL_IO, &err);
+  CHECK_MSG(&err, "list.fifo: not a folder or a list file (a FIFO)");
+  CHECK(!strcmp(err.path, p));
+  CHECK(ds == NULL);
+  snprintf(p, sizeof p, "%s", pl_test_path("no-such-list.txt"));
+  CHECK_STATUS(pl_dataset_open_images(p, &o, &ds, &err), PL_IO, &err);
+  CHECK(!strcmp(err.path, p)); /* stat failed first: its message */
+}
+
+/* on_error=SKIP where no sample reads: the error is the sample's own (its
+ * file in the message and in err.path), not that of the last replacement
+ * tried; a NULL err (pl_dataset_read allows it) does not crash. */
+static void test_skip_all_bad_names_own_file(void) {
+  char root[512], cls[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("allbad"));
+  snprintf(cls, sizeof cls, "%s/c0", root);
+  CHECK(mkdir(root, 0755) == 0 && mkdir(cls, 0755) == 0);
+  for (int i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "%s/%02d.png", cls, i);
+    CHECK(pl_test_write_file(p, "\x89PNG\r\n\x1a\n\0\0", 10) == 0);
+  }
+  pl_image_options o;
+  pl_image_options_init(&o);
+  o.size = 8;
+  o.on_error = PL_IMAGE_ERROR_SKIP;
+  pl_dataset *ds = NULL;
+  open_dir(root, PL_OK, NULL, &o, &ds);
+  if (!ds)
+    return;
+  uint8_t img[3 * 8 * 8];
+  int64_t label;
+  void *dst[2] = {img, &label};
+  pl_error err;
+  snprintf(p, sizeof p, "%s/01.png", cls);
+  CHECK_STATUS(pl_dataset_read(ds, 1, dst, &err), PL_FORMAT, &err);
+  char want[800];
+  snprintf(want, sizeof want,
+           "sample 1: no readable replacement after 16 tries: %s: PNG: the "
+           "file is truncated", p);
+  CHECK(!strcmp(err.message, want));
+  CHECK(!strcmp(err.path, p));
+  CHECK(pl_dataset_read(ds, 1, dst, NULL) == PL_FORMAT);
+  pl_dataset_destroy(ds);
+}
+
 typedef struct warn_log {
   int n, wrong; /* replacements logged; those not naming the bad file */
 } warn_log;
@@ -593,6 +650,8 @@ int main(void) {
   test_exact_png_and_errors();
   test_list_label_overflow();
   test_fifo_refused();
+  test_list_fifo_refused();
+  test_skip_all_bad_names_own_file();
   test_skip_leaves_no_error();
   test_spec_spellings();
   test_skip_warns_with_own_error();

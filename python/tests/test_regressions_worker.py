@@ -4,6 +4,7 @@ pickled, a user's forked child exiting, dict samples with keys in another
 order, zero-size dimensions, uint16 fields on a torch without uint16,
 negative sampler indices, and workers that exit quietly when a start fails.
 Torch's DataLoader is the oracle where it defines the behaviour."""
+import gc
 import os
 import re
 import subprocess
@@ -72,9 +73,19 @@ def _make(kind):
 
 
 def _raised(loader):
+    """The exception iterating `loader` raises, its traceback dropped: its
+    frames hold the iterator (torch's workers, their /dev/shm tensors and
+    pipes; pinloader's loader), which would otherwise live on in a cycle
+    until a later test's gc, whose fd and /dev/shm checks then fail."""
     with pytest.raises(BaseException) as info:
         list(loader)
-    return info.value
+    e = info.value
+    del info
+    for x in (e, e.__context__, e.__cause__):
+        if x is not None:
+            x.__traceback__ = None
+    gc.collect()
+    return e
 
 
 @pytest.mark.parametrize("kind", ["badstr", "unpicklable", "needstwo", "both"])

@@ -310,7 +310,9 @@ static void log_replacement(const pl_sample_ctx *ctx, uint64_t index,
 static pl_status read_or_replace(images_impl *im, uint64_t index,
                                  const pl_sample_ctx *ctx, pl_scratch *sc,
                                  void *const *dst, pl_error *err) {
-  pl_status s = load_one(im, index, ctx, sc, dst, err);
+  pl_error own; /* err may be NULL (pl_dataset_read): the skip needs one */
+  pl_error *e = err ? err : &own;
+  pl_status s = load_one(im, index, ctx, sc, dst, e);
   if (s == PL_OK || im->opt.on_error != PL_IMAGE_ERROR_SKIP ||
       s == PL_NO_MEMORY)
     return s;
@@ -318,21 +320,24 @@ static pl_status read_or_replace(images_impl *im, uint64_t index,
    * worker), so a bad file is always replaced by the same good one. */
   pl_rng r = pl_rng_for(0, 0, index, RNG_STREAM_SKIP);
   /* The sample's own error, before a failed replacement overwrites it. */
-  pl_error why = *err;
-  for (int attempt = 0; attempt < SKIP_ATTEMPTS && im->n > 1; attempt++) {
+  pl_error why = *e;
+  int tries = im->n > 1 ? SKIP_ATTEMPTS : 0;
+  for (int attempt = 0; attempt < tries; attempt++) {
     uint64_t other = pl_rng_below(&r, im->n - 1);
     other += other >= index;
-    if (load_one(im, other, ctx, sc, dst, err) == PL_OK) {
+    if (load_one(im, other, ctx, sc, dst, e) == PL_OK) {
       atomic_fetch_add_explicit(&im->replaced, 1, memory_order_relaxed);
       log_replacement(ctx, index, other, &why);
       /* The loader fails a batch whose error has a status set, whatever
        * the read returned: the failure that was replaced is cleared. */
-      pl_error_clear(err);
+      pl_error_clear(e);
       return PL_OK;
     }
   }
-  return pl_error_prefix(err, "no readable replacement after %d tries",
-                         SKIP_ATTEMPTS);
+  /* None read: the error is the sample's own (its file, its path), not
+   * that of the last replacement tried. */
+  *e = why;
+  return pl_error_prefix(e, "no readable replacement after %d tries", tries);
 }
 
 static pl_status images_read(const pl_dataset *ds, uint64_t index,
@@ -624,11 +629,37 @@ static pl_status list_line(listing *l, const char *list, const char *dir,
   return s;
 }
 
+/* The list file for reading, into *out. O_NONBLOCK: a FIFO's open (a
+ * root that is not a folder is taken as a list) waits for a writer
+ * forever; the type is checked on the descriptor, as read_file does for
+ * images. */
+static pl_status open_list(const char *list, FILE **out, pl_error *err) {
+  int fd = open(list, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : 0;
+  pl_status s = PL_OK;
+  if (e)
+    s = pl_errorf(err, PL_IO, "%s: cannot %s: %s", list,
+                  fd < 0 ? "open" : "stat", strerror(e));
+  else if (!S_ISREG(st.st_mode))
+    s = pl_errorf(err, PL_IO, "%s: not a folder or a list file (a %s)",
+                  list, file_kind(st.st_mode));
+  else if (!(*out = fdopen(fd, "r")))
+    s = pl_errorf(err, PL_NO_MEMORY, "%s: cannot open: %s", list,
+                  strerror(errno));
+  if (s != PL_OK) {
+    pl_error_set_path(err, list);
+    if (e)
+      pl_error_set_errno(err, e);
+    if (fd >= 0)
+      close(fd);
+  }
+  return s;
+}
+
 static pl_status list_file(listing *l, const char *list, pl_error *err) {
-  FILE *f = fopen(list, "r");
-  if (!f)
-    return pl_errorf(err, PL_IO, "%s: cannot open: %s", list,
-                     strerror(errno));
+  FILE *f = NULL;
+  PL_TRY(open_list(list, &f, err));
   char *dir = strdup(list); /* the list's folder: paths are relative to it */
   char *slash = dir ? strrchr(dir, '/') : NULL;
   if (dir && !slash)
@@ -696,8 +727,13 @@ pl_status pl_dataset_open_images(const char *root_or_list,
                      "required");
   PL_TRY(check_options(opt, err));
   struct stat st;
-  if (stat(root_or_list, &st) != 0)
-    return pl_errorf(err, PL_IO, "%s: %s", root_or_list, strerror(errno));
+  if (stat(root_or_list, &st) != 0) {
+    int e = errno;
+    pl_errorf(err, PL_IO, "%s: %s", root_or_list, strerror(e));
+    pl_error_set_errno(err, e);
+    pl_error_set_path(err, root_or_list);
+    return PL_IO;
+  }
   listing l = {0};
   pl_status s = S_ISDIR(st.st_mode) ? list_folder(&l, root_or_list, err)
                                     : list_file(&l, root_or_list, err);
