@@ -515,7 +515,99 @@ static void test_abandoned_batch_is_told(void) {
   pl_loader_destroy(ld);
 }
 
+/* Transforms on a whole-batch dataset: the same bytes as the same data
+ * read sample by sample (the draws are a function of (seed, epoch,
+ * index)); before, the delivered arrays of a batch read whole were never
+ * written. Fields: `image` uint8 [1, 2, 4] = index * 8 + pixel, `label`
+ * uint8 = index + 100; transforms: flip, ToInt64. */
+static const pl_field xf_fields[2] = {
+    {"image", PL_UINT8, 3, {1, 2, 4}},
+    {"label", PL_UINT8, 0, {0}},
+};
+
+static void xf_write(uint64_t index, uint8_t *image, uint8_t *label) {
+  for (int p = 0; p < 8; p++)
+    image[p] = (uint8_t)(index * 8 + (uint64_t)p);
+  *label = (uint8_t)(index + 100);
+}
+
+static int xf_item(void *user, uint64_t index, void *const *dst, char *msg,
+                   size_t cap) {
+  xf_write(index, dst[0], dst[1]);
+  return 0;
+}
+
+static int xf_batch(void *user, const uint64_t *idx, uint32_t n,
+                    const pl_batch_info *info, const pl_batch_dst *dst,
+                    char *msg, size_t cap) {
+  for (uint32_t i = 0; i < n; i++)
+    xf_write(idx[i], (uint8_t *)dst->base[0] + 8 * i,
+             (uint8_t *)dst->base[1] + i);
+  return 0;
+}
+
+static pl_loader *xf_loader(pl_dataset *ds, int workers) {
+  pl_transform t[2];
+  pl_transform_init(&t[0], PL_TRANSFORM_RANDOM_HFLIP);
+  pl_transform_init(&t[1], PL_TRANSFORM_TO_INT64);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 8;
+  cfg.num_workers = workers;
+  cfg.device = PL_DEVICE_CPU;
+  cfg.shuffle = 1;
+  cfg.seed = 11;
+  cfg.transforms = t;
+  cfg.num_transforms = 2;
+  pl_loader *ld = NULL;
+  pl_error err;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  return ld;
+}
+
+static void test_transforms_on_whole_batches(int workers) {
+  const uint64_t n = 20;
+  pl_dataset *per = NULL, *whole = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_from_callback(xf_fields, 2, n, xf_item, NULL, NULL,
+                                    &per, &err), &err);
+  CHECK_OK(pl_dataset_from_batch_callback(xf_fields, 2, n, xf_batch, NULL, 0,
+                                          NULL, NULL, &whole, &err), &err);
+  pl_loader *a = xf_loader(per, workers), *b = xf_loader(whole, workers);
+  int flipped = 0;
+  for (int k = 0; k < 3; k++) { /* 20 samples in 8s: 8, 8, 4 */
+    pl_batch *ba = NULL, *bb = NULL;
+    CHECK_OK(pl_loader_next(a, &ba, &err), &err);
+    CHECK_OK(pl_loader_next(b, &bb, &err), &err);
+    uint32_t m = pl_batch_size(ba);
+    CHECK_EQ_U64(pl_batch_size(bb), m);
+    const uint8_t *ia = pl_batch_data(ba, 0), *ib = pl_batch_data(bb, 0);
+    const int64_t *la = pl_batch_data(ba, 1), *lb = pl_batch_data(bb, 1);
+    for (uint32_t i = 0; i < m; i++) {
+      uint64_t idx = pl_batch_sample_index(bb, i);
+      CHECK_EQ_U64(pl_batch_sample_index(ba, i), idx);
+      CHECK(lb[i] == (int64_t)idx + 100 && la[i] == lb[i]);
+      CHECK(memcmp(ia + 8 * i, ib + 8 * i, 8) == 0);
+      uint8_t raw[8], lab;
+      xf_write(idx, raw, &lab);
+      int same = memcmp(ib + 8 * i, raw, 8) == 0;
+      /* flipped rows: pixel p of a row of 4 becomes 3 - p */
+      CHECK(same || (ib[8 * i] == raw[3] && ib[8 * i + 4] == raw[7]));
+      flipped += !same;
+    }
+    pl_batch_release(ba, NULL);
+    pl_batch_release(bb, NULL);
+  }
+  CHECK(flipped > 0 && flipped < 20); /* p = 0.5 over 20 draws */
+  pl_loader_destroy(a);
+  pl_loader_destroy(b);
+  pl_dataset_destroy(per);
+  pl_dataset_destroy(whole);
+}
+
 int main(void) {
+  test_transforms_on_whole_batches(0);
+  test_transforms_on_whole_batches(2);
   test_whole_batches(0, 0);
   test_whole_batches(0, 3);
   test_whole_batches(PL_BATCH_SHARED_MEMORY, 0);

@@ -55,6 +55,27 @@ static void transform_sample(pl_core *c, pl_batch *b, uint32_t i, void **d) {
   }
 }
 
+/* A batch read whole (read_batch): each sample's transforms, as
+ * read_samples_into runs them after each sample (without this the
+ * delivered arrays of a transformed loader were never written). bp: each
+ * field's staging, sample i at bp[f] + i * bytes[f]. */
+static pl_status transform_batch(pl_core *c, pl_batch *b, void *const *bp) {
+  const pl_copy_plan *p = &c->copy;
+  void *local[64];
+  void **d = p->nfields <= 64 ? local
+                              : pl_malloc((size_t)p->nfields * sizeof *d);
+  if (!d)
+    return pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+  for (uint32_t i = 0; i < b->size; i++) {
+    for (int f = 0; f < p->nfields; f++)
+      d[f] = (uint8_t *)bp[f] + (uint64_t)i * p->fields[f].bytes;
+    transform_sample(c, b, i, d);
+  }
+  if (d != local)
+    free(d);
+  return PL_OK;
+}
+
 /* Reads samples [i0, i1) of b into base: field f of sample i goes to
  * base + stage_off[f] + (i - i0) * bytes[f]; with transforms, the draws
  * too (transform_sample). d: room for the plan's nfields pointers. */
@@ -192,6 +213,8 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
     if (timed)
       atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
   }
+  if (s == PL_OK && c->xf)
+    s = transform_batch(c, b, bp);
   if (bp != base)
     free(bp);
   if (op != off)
