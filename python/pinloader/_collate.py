@@ -273,8 +273,9 @@ def write_sample(t, node, value, k, views, objs, where):
         objs[node[1]].append(value)
     elif kind == "dict":
         # The first sample's keys, in any order (torch's default_collate
-        # takes each key of the first sample from every sample).
-        if not isinstance(value, collections.abc.Mapping) or len(value) != len(node[1]) \
+        # takes each key of the first sample from every sample, and so
+        # ignores keys that only later samples have).
+        if not isinstance(value, collections.abc.Mapping) or len(value) < len(node[1]) \
                 or any(key not in value for key in node[1]):
             raise Mismatch("%s is %s but the first sample was a mapping with keys %r" % (
                 where, _short(value) if not isinstance(value, collections.abc.Mapping)

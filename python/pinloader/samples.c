@@ -419,10 +419,10 @@ static int write_node(const SampleWriterObject *w, const op **at,
     }
     return 1;
   }
-  /* OP_DICT: a dict of the probe's keys, in any order (default_collate
-   * looks each key of the first sample up in every sample). As many keys
-   * and every one found: the same keys. */
-  if (!PyDict_CheckExact(value) || PyDict_GET_SIZE(value) != o->n)
+  /* OP_DICT: a dict with the probe's keys, in any order (default_collate
+   * looks each key of the first sample up in every sample, so keys only a
+   * later sample has are left out, as there). */
+  if (!PyDict_CheckExact(value) || PyDict_GET_SIZE(value) < o->n)
     return 0;
   PyObject *vals = PyTuple_New(o->n); /* owned: .numpy() may run code */
   if (!vals)

@@ -218,6 +218,47 @@ def test_dict_keys_in_another_order_load_as_torch(workers):
         _same(a, b)
 
 
+class ExtraKeys(Dataset):
+    """Dict samples of which some have a key the first sample lacks:
+    torch's default_collate keys each batch by its first sample."""
+
+    def __len__(self):
+        return 9
+
+    def __getitem__(self, i):
+        d = {"a": np.full(2, i, np.int32), "label": i}
+        if i % 3:
+            d["extra"] = "only later samples"
+        return d
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dict_keys_only_later_samples_have_are_left_out_as_torch(workers):
+    want = list(TorchLoader(ExtraKeys(), batch_size=3))
+    got = list(pinloader.DataLoader(ExtraKeys(), batch_size=3, num_workers=workers))
+    assert len(got) == len(want) == 3
+    for a, b in zip(got, want):
+        assert list(a) == list(b) == ["a", "label"]
+        _same(a, b)
+
+
+def test_sample_writer_leaves_out_keys_the_probe_lacks():
+    """The C fast path takes a dict with more keys than the probe's and
+    writes the probe's keys alone (no fallback)."""
+    from pinloader import _collate
+    from pinloader import _pinloader as _C
+
+    t = _collate.Template({"a": np.zeros(3, np.float32), "b": 1})
+    views = lambda: [np.full((4,) + f.shape, 7, f.dtype) for f in t.leaves]  # noqa: E731
+    mine, theirs = views(), views()
+    value = {"z": "ignored", "b": 5, "a": np.arange(3, dtype=np.float32)}
+    assert _C.SampleWriter(t.root, _collate.writer_kinds(t), mine).write(value, 1) is True
+    _collate.write_sample(t, t.root, value, 1, theirs, [], "dataset[1]")
+    for a, b in zip(mine, theirs):
+        assert a.tobytes() == b.tobytes()
+    assert mine[1].tolist() == [7, 5, 7, 7]
+
+
 def test_sample_writer_takes_dict_keys_in_another_order():
     """The C fast path takes it (no fallback), writing write_sample's bytes."""
     from pinloader import _collate
