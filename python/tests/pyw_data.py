@@ -192,6 +192,26 @@ class Killer:
         return np.full(2, i, dtype=np.int32)
 
 
+class Blocks:
+    """A read in a worker writes one byte to `fd` (a pipe's end: the test
+    reads it, the event that a worker is inside __getitem__), then never
+    ends (the worker must be stopped by a kill). The loader's probe, in the
+    process that made the dataset, reads normally."""
+
+    def __init__(self, n, fd):
+        self.n, self.fd, self.owner = n, fd, os.getpid()
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if os.getpid() != self.owner:
+            os.write(self.fd, b"x")
+            while True:
+                time.sleep(3600)
+        return np.int64(i)
+
+
 class Stuck:
     def __init__(self, stuck_at=5):
         self.stuck_at = stuck_at
