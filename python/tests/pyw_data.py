@@ -56,46 +56,67 @@ class Indexed:
 class Counted:
     """Sample i: (int64 [2] filled with i, i); counts its reads of each
     index in an anonymous shared mapping (forked workers and threads write
-    the same counters; nothing in /dev/shm, no file descriptor). A sample
-    is read by one worker at a time, so the counts need no lock."""
+    the same counters; nothing in /dev/shm, no file descriptor). The
+    increment holds a lock: at an epoch's end two workers may read the
+    same index at once (the epoch's last batches and the next epoch's
+    first), and `c[i] += 1` is a read, an add and a write (two of them at
+    once lost a read: a wait for the exact counts then never ended)."""
 
     def __init__(self, n=64):
         import mmap
+        import multiprocessing
 
         self.n = n
         self.reads = mmap.mmap(-1, 8 * n, flags=mmap.MAP_SHARED)
+        self.lock = multiprocessing.get_context("fork").Lock()  # fork workers only
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
         c = np.frombuffer(self.reads, dtype=np.int64)
-        c[i] += 1
+        with self.lock:
+            c[i] += 1
         return np.full(2, i, dtype=np.int64), i
 
     def counts(self):
-        return np.frombuffer(self.reads, dtype=np.int64).tolist()
+        with self.lock:
+            return np.frombuffer(self.reads, dtype=np.int64).tolist()
 
 
 class FailOnce:
     """Sample i: (int64 [2] filled with i, i); sample `bad` raises
     ValueError on its first read only (a flag in an anonymous shared
-    mapping: forked workers see it)."""
+    mapping: forked workers see it). Which read is the first is the
+    caller's to make certain: two batches in flight at once that both hold
+    `bad` race for it. widen: seconds the first read of `bad` waits before
+    it takes the flag, for another read of it to come first if one can (a
+    race made likely, for the tests that show there is none)."""
 
-    def __init__(self, n, bad):
+    def __init__(self, n, bad, widen=0.0):
         import mmap
+        import multiprocessing
 
-        self.n, self.bad = n, bad
-        self.flag = mmap.mmap(-1, 8, flags=mmap.MAP_SHARED)
+        self.n, self.bad, self.widen = n, bad, widen
+        self.flag = mmap.mmap(-1, 16, flags=mmap.MAP_SHARED)  # failed, arrivals
+        self.lock = multiprocessing.get_context("fork").Lock()
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        f = np.frombuffer(self.flag, dtype=np.int64)
-        if i == self.bad and f[0] == 0:
-            f[0] = 1
-            raise ValueError("bad sample %d" % i)
+        if i == self.bad:
+            f = np.frombuffer(self.flag, dtype=np.int64)
+            with self.lock:
+                arrival = int(f[1])
+                f[1] += 1
+            if arrival == 0 and self.widen:
+                time.sleep(self.widen)
+            with self.lock:
+                first = f[0] == 0
+                f[0] = 1
+            if first:
+                raise ValueError("bad sample %d" % i)
         return np.full(2, i, dtype=np.int64), i
 
 
@@ -169,6 +190,26 @@ class Killer:
             else:
                 os._exit(7)
         return np.full(2, i, dtype=np.int32)
+
+
+class Blocks:
+    """A read in a worker writes one byte to `fd` (a pipe's end: the test
+    reads it, the event that a worker is inside __getitem__), then never
+    ends (the worker must be stopped by a kill). The loader's probe, in the
+    process that made the dataset, reads normally."""
+
+    def __init__(self, n, fd):
+        self.n, self.fd, self.owner = n, fd, os.getpid()
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if os.getpid() != self.owner:
+            os.write(self.fd, b"x")
+            while True:
+                time.sleep(3600)
+        return np.int64(i)
 
 
 class Stuck:

@@ -31,7 +31,21 @@ def draws():
 
 class Draws:
     """Each sample: its draws, its index, the worker that read it and that
-    worker's base seed (torch's WorkerInfo seed is base seed + id)."""
+    worker's base seed (torch's WorkerInfo seed is base seed + id).
+
+    A worker's reads wait until `need` workers have begun reading (a flag
+    each in a shared mapping): the first chunk's worker waits for a second
+    worker to take a chunk, so that batch 0 is split over two of them
+    however late the second one starts (a loaded machine started it after
+    the first had read the whole batch: was a 0.5 ms sleep a sample). The
+    split is what is waited for: a loader that did not split would give
+    the second worker batch 1, and batch 0 would be one worker's."""
+
+    def __init__(self, need=1):
+        import mmap
+
+        self.need = need
+        self.begun = mmap.mmap(-1, 64, flags=mmap.MAP_SHARED)  # fork workers write it
 
     def __len__(self):
         return N
@@ -39,13 +53,18 @@ class Draws:
     def __getitem__(self, i):
         info = torch.utils.data.get_worker_info()  # None: the loader's probe
         wid, base = (info.id, info.seed - info.id) if info is not None else (-1, 0)
-        time.sleep(0.0005)  # long enough that every worker gets a chunk
+        if info is not None:
+            begun = np.frombuffer(self.begun, dtype=np.uint8)
+            begun[info.id] = 1  # each worker its own byte: no lock
+            while int(begun.sum()) < self.need:
+                time.sleep(0.0005)
         return np.array(draws(), dtype=np.int64), np.int64(i), np.int64(wid), np.int64(base)
 
 
 def run(workers, epochs=1):
     torch.manual_seed(4)
-    loader = pinloader.DataLoader(Draws(), batch_size=BATCH, num_workers=workers, output="numpy")
+    loader = pinloader.DataLoader(Draws(min(2, workers)), batch_size=BATCH, num_workers=workers,
+                                  output="numpy", multiprocessing_context="fork")
     out = [[tuple(np.asarray(f) for f in b) for b in loader] for _ in range(epochs)]
     loader.close()
     return out
