@@ -40,10 +40,13 @@ def _skip_reason():
 
 
 @pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
-def test_torch_dataloader_suite_has_no_regressions():
+def test_torch_dataloader_suite_has_no_regressions(tmp_path):
     # The runner in a process of its own: it starts (and, on a hang, kills)
-    # its own child processes, away from this pytest's state.
-    p = subprocess.run([sys.executable, RUN, "-j", "2", "--timeout", "60"],
+    # its own child processes, away from this pytest's state. The per-test
+    # limit only stops a new hang (the known ones are not run): generous, as
+    # test_multiprocessing_contexts alone takes ~50 s on a loaded 2-core box.
+    p = subprocess.run([sys.executable, RUN, "-j", "2", "--timeout", "300",
+                        "--log", str(tmp_path / "torch-suite.log")],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        stdin=subprocess.DEVNULL)
     print(p.stdout)
