@@ -6,6 +6,11 @@ import struct
 import numpy as np
 import pytest
 
+# PyTorch's own test_dataloader.py is run by test_torch_suite.py through
+# torch_suite/run.py (pinloader's DataLoader substituted, in child processes):
+# collected directly it would test torch's DataLoader.
+collect_ignore = ["torch_suite"]
+
 # A background job (`scripts/test.sh &`, nohup, some CI runners) starts with
 # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the
 # Ctrl-C tests, which send real SIGINTs, would fail or wait forever for an
