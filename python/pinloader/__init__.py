@@ -30,6 +30,7 @@ import types
 import weakref
 
 from . import _collate
+from . import _compat
 from . import _pinloader as _C
 from . import _worker
 from . import datasets
@@ -247,6 +248,8 @@ OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'",
 
 
 def _prefetch(prefetch_factor, num_workers):
+    if prefetch_factor is None:  # torch >= 2's attribute without workers
+        prefetch_factor = 2
     if isinstance(prefetch_factor, int) and isinstance(num_workers, int):
         return prefetch_factor * max(1, num_workers)
     return prefetch_factor  # not an int: the C side says what it must be
@@ -1016,7 +1019,7 @@ def _probe(dl):
 
 # ---------------------------------------------------------------- DataLoader
 
-class DataLoader:
+class DataLoader(_compat.loader_base()):
     """torch.utils.data.DataLoader's interface over the C loader.
 
     The arguments are torch's, in torch's order, with the same meaning
@@ -1063,6 +1066,9 @@ class DataLoader:
                  world_size=None, max_batch_buffers=0, output="auto", direct_copy=False,
                  copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
                  timings=True, transforms=None, worker_mode=None):
+        prefetch_given = prefetch_factor is not None
+        # An IterDataPipe: shuffle= goes to its shufflers, as torch's.
+        dataset, shuffle = _compat.datapipe_dataset(dataset, shuffle)
         # "auto": the C loader tunes its threads / depth while it runs
         # (within cpu_budget cores; loader.report() shows the result). A
         # Python dataset's worker processes are started up front: one per
@@ -1215,6 +1221,7 @@ class DataLoader:
         if native or self.worker_mode == "thread":
             self._engine = _Engine(self, None)  # cheap: threads, no processes
         _live.add(self)
+        _compat.torch_attributes(self, prefetch_given)  # torch's, where torch is installed
         self._initialized = True
 
     # As torch's: what the iteration was planned from cannot change after.
@@ -1384,6 +1391,7 @@ class DataLoader:
         return self._start(raw=False)
 
     def _start(self, raw):
+        _compat.begin_iteration(self)  # a DataPipe's shared seed, before the base seed
         last = self._last_iter() if self._last_iter is not None else None
         if (last is not None and not last.ended and not last.resumable
                 and self._engine is not None):
@@ -1392,6 +1400,7 @@ class DataLoader:
             # as torch's iterators are. Each iter() is a new epoch: this
             # one loads the epoch after the other's.
             seed = self._draw_base_seed()
+            _compat.after_base_seed(self, True)
             first = self._engine.next_epoch if self._explicit else self._engine.ld.epoch + 1
             eng = _Engine(self, seed, first)
             eng.fresh = True
@@ -1403,6 +1412,7 @@ class DataLoader:
             return it
         kept = self._kept_base_seed(self._engine)
         seed = kept if kept is not None else self._draw_base_seed()
+        _compat.after_base_seed(self, kept is None)
         eng = self._primary(seed)
         eng.begin_epoch(seed)
         it = eng.iterate(raw)

@@ -23,6 +23,7 @@ import traceback
 import numpy as np
 
 from . import _collate
+from . import _compat
 from . import _pinloader as _C
 
 # magic, nfields, n, flags; buffer id, fd_bytes, epoch, seed, batch, base_seed,
@@ -290,7 +291,8 @@ class Filler:
         has run out for the epoch."""
         spec, t = self.spec, self.t
         if self.iterator is None or self.iter_epoch != epoch:
-            self.iterator, self.iter_epoch = iter(spec.dataset), epoch
+            # A DataPipe is seeded and sharded here first, as torch's.
+            self.iterator, self.iter_epoch = _compat.start_iterator(spec.dataset), epoch
         want = 1 if spec.unbatched else n
         samples = []
         if self.iterator is not False:
