@@ -6,7 +6,7 @@ pinloader and through an oracle independent of it (torch's DataLoader; for
 native sources numpy readings of the files and docs/transforms.md in
 numpy), every batch compared. See differential/runner.py and docs/testing.md.
 
-PINLOADER_DIFF_N=<count>   how many configurations (default 250)
+PINLOADER_DIFF_N=<count>   how many configurations (default 220)
 PINLOADER_DIFF_FIRST=<i>   the first configuration's id (default 0)
 PINLOADER_DIFF_CASE=<ids>  only these (comma-separated ids)
 """
@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 import pinloader  # noqa: E402
 from differential import runner, space  # noqa: E402
 
-DEFAULT_N = 250
+DEFAULT_N = 220
 
 # torch's advice about more workers than this machine's cores
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")

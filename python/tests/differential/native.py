@@ -29,6 +29,7 @@ class Native:
         self.label = label  # index of the field ToInt64 widens
         self.label_cast = label_cast  # the consumer's cast of the label field ("int64")
         self.windows = windows  # Tokens samples=N: {shard index: token array}, x/y unknown
+        self.bad = None  # the index of an unreadable sample (its batch raises pinloader.Error)
 
 
 def _idx(path, array):
@@ -175,6 +176,13 @@ def make(kind, p, folder):
         order = sorted(range(n), key=lambda i: (names[i][0], names[i][1]))
         images = np.array([arrays[i] for i in order], dtype=np.uint8).reshape(n, 3, S, S)
         labels = np.array([names[i][0] for i in order], dtype=np.int64)
+        bad = None
+        if p.get("corrupt") is not None:  # a truncated PNG: its batch fails, every epoch
+            bad = p["corrupt"] % n
+            with open(names[order[bad]][1], "r+b") as out:
+                out.truncate(40)
         ds = datasets.ImageFolder(root, size=S, train=False, resize=S)
-        return Native(ds, ["image", "label"], [images, labels], 0, "chw", 1, None)
+        nat = Native(ds, ["image", "label"], [images, labels], 0, "chw", 1, None)
+        nat.bad = bad
+        return nat
     raise ValueError(kind)

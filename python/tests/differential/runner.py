@@ -281,14 +281,19 @@ class Replay:
                 yield list(b)
 
 
-def seed_orders(ds, cfg, epochs, bs, drop_last):
-    """pinloader's own (seed, epoch) order, from a fresh num_workers=0
-    loader; each epoch checked to be distinct indices in range (all of them
-    without drop_last)."""
+def seed_orders(n, cfg, epochs, bs, drop_last, folder):
+    """pinloader's own (seed, epoch) order of n samples, from a fresh
+    num_workers=0 loader over a stand-in dataset of n one-byte records (the
+    permutation is a function of (n, seed, epoch) alone: docs/distributed.md;
+    nothing of the dataset under test is read, nor can fail); each epoch
+    checked to be distinct indices in range (all of them without drop_last)."""
+    path = os.path.join(folder, "order-%d.bin" % n)
+    with open(path, "wb") as f:
+        f.write(bytes(n))
+    ds = pinloader.datasets.Records(path, 0, 1, [("b", "uint8", (), 0)])
     ref = pinloader.DataLoader(ds, batch_size=bs, shuffle=True, seed=cfg["seed"], drop_last=drop_last,
                                output="raw")
     out = []
-    n = len(ds)
     for e in range(epochs):
         ref.set_epoch(e)
         order = [[int(i) for i in b.sample_indices] for b in ref.batches()]
@@ -321,19 +326,18 @@ def run(cfg, folder):
 
 # ---------------------------------------------------------------- Python datasets
 
-def _python_ds(cfg, folder, fail=False):
+def _python_ds(cfg, fail=False):
     if cfg["source"] == "iter":
         return P.IterDS(cfg["n"], cfg["label"])
-    fail_once = None
-    if fail:
+    fail_at = None
+    if fail and cfg["n"] > 1:
         r = random.Random("fail:%d" % cfg["id"])
         # not dataset[0]: pinloader reads it when the loader is made (its
-        # field shapes, python/pinloader/datasets.py from_python)
-        # half the time the last index: with the loader's own order the
-        # epoch's last batch, whose failure must not leak into the next epoch
-        bad = cfg["n"] - 1 if r.random() < 0.5 else r.randrange(1, max(cfg["n"], 2))
-        fail_once = None if cfg["n"] <= 1 else (bad, os.path.join(folder, "failed-%d" % r.randrange(1 << 30)))
-    return P.MapDS(cfg["n"], cfg["kind"], cfg["label"], fail_once)
+        # field shapes, python/pinloader/datasets.py from_python); half the
+        # time the last index (with the loader's own order, the epoch's
+        # last batch, whose failure must not reach the next epoch)
+        fail_at = cfg["n"] - 1 if r.random() < 0.5 else r.randrange(1, cfg["n"])
+    return P.MapDS(cfg["n"], cfg["kind"], cfg["label"], fail_at)
 
 
 def _torch_run(cfg, make_ds, order_kw, stops):
@@ -352,11 +356,9 @@ def _torch_run(cfg, make_ds, order_kw, stops):
 
 
 def _run_python(cfg, folder):
-    fail = cfg["scenario"] == "fail_once"
-    ds_pl = _python_ds(cfg, folder, fail)
-    ds_torch = _python_ds(cfg, folder + "/torch", fail) if fail else ds_pl
-    if fail:
-        os.makedirs(folder + "/torch", exist_ok=True)
+    fail = cfg["scenario"] == "fail"
+    ds_pl = _python_ds(cfg, fail)
+    ds_torch = ds_pl
     n = cfg["n"]
     unbatched = cfg["batch_size"] is None and not cfg["order"].startswith("batch_sampler")
     dict_order = cfg.get("kind") != "reordered"  # torch: batch[0]'s key order, per batch
@@ -368,8 +370,8 @@ def _run_python(cfg, folder):
         if n == 0:
             orders = [[], [], []]
         else:
-            orders = seed_orders(_python_ds(cfg, folder), cfg, 3, 1 if unbatched else cfg["batch_size"],
-                                 cfg["drop_last"])
+            orders = seed_orders(n, cfg, 3, 1 if unbatched else cfg["batch_size"], cfg["drop_last"],
+                                 folder)
         replay = Replay(orders, unbatched)
 
         def torch_order():
@@ -390,13 +392,6 @@ def _run_python(cfg, folder):
             stops, k = plan(cfg, probe)
             ref, ref_len = _torch_run(cfg, lambda: ds_torch, lambda: order_args(cfg, ds_torch, max(n, 1)),
                                       stops)
-    if fail:  # the marker file was made by the oracle's runs: start again
-        for f in os.listdir(folder + "/torch"):
-            os.unlink(os.path.join(folder, "torch", f))
-        ref, ref_len = _torch_run(cfg if cfg["order"] != "seed" else torch_cfg, lambda: ds_torch,
-                                  (lambda: order_args(cfg, ds_torch, max(n, 1))) if cfg["order"] != "seed"
-                                  else _fresh_replay(orders, unbatched), stops)
-
     torch.manual_seed(cfg["torch_seed"])
     try:
         loader = pinloader.DataLoader(ds_pl, **loader_args(cfg, cfg["workers"], False),
@@ -555,12 +550,12 @@ def expected_batch(nat, spec, indices, seed, epoch):
     return snap(tuple(out))
 
 
-def _native_orders(cfg, nat, stops):
+def _native_orders(cfg, nat, stops, folder):
     """Per iteration, the batches of sample indices the oracle expects
     (None for iterations the scenario does not read in full)."""
     n = len(nat.ds)
     if cfg["order"] == "seed":
-        return seed_orders(nat.ds, cfg, len(stops), cfg["batch_size"], cfg["drop_last"])
+        return seed_orders(n, cfg, len(stops), cfg["batch_size"], cfg["drop_last"], folder)
     torch.manual_seed(cfg["torch_seed"])
     idx = P.Index(n)
     loader = TorchLoader(idx, **loader_args(cfg, torch_workers(cfg), True), **order_args(cfg, idx, n))
@@ -579,12 +574,19 @@ def _run_native(cfg, folder):
     objs, spec = _transform_list(cfg)
     draw_seed = cfg["seed"] if cfg["order"] == "seed" else 0  # the loader's seed (0 without seed=)
     device = cfg["device"]
-    probe = _native_orders(cfg, nat, [None])
+    probe = _native_orders(cfg, nat, [None], folder)
     stops, k = plan(cfg, len(probe[0]))
-    orders = [o if stop is None else o[:stop] for o, stop in zip(_native_orders(cfg, nat, stops), stops)]
+    orders = [o if stop is None else o[:stop] for o, stop in zip(_native_orders(cfg, nat, stops, folder), stops)]
     del HELD[:]
-    ref = [([expected_batch(nat, spec, b, draw_seed, e) for b in order], None)
-           for e, order in enumerate(orders)]
+    ref = []
+    for e, order in enumerate(orders):
+        batches, err = [], None
+        for b in order:
+            if nat.bad is not None and nat.bad in b:  # the read fails naming the file (docs/sources.md)
+                err = pinloader.Error("sample %d" % nat.bad)
+                break
+            batches.append(expected_batch(nat, spec, b, draw_seed, e))
+        ref.append((batches, err))
 
     def make(workers):
         kw = loader_args(dict(cfg, persistent=False, prefetch=None), workers, False)

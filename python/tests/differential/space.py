@@ -50,6 +50,7 @@ def _native_params(r, kind):
     elif kind == "ImageFolder":
         p.update(size=r.randint(2, 9), classes=r.randint(1, 3))
         p["n"] = r.randint(p["classes"], 16)
+        p["corrupt"] = r.randrange(1 << 20) if r.random() < 0.25 else None
     return p
 
 
@@ -149,14 +150,16 @@ def draw(i, cuda=False):
     cfg["prefetch"] = r.choice((None, 1, 2, 3)) if cfg["workers"] else None
     cfg["device"] = "cuda" if cuda and r.random() < 0.5 else "cpu"
     scen = _weighted(r, [("epochs", 3), ("break", 3), ("resume", 3), ("raise", 1)]
-                     + ([("fail_once", 1)] if source == "py" else []))
+                     + ([("fail", 1)] if source == "py" else []))
     cfg["scenario"] = scen
     cfg["k"] = r.randint(0, 6)  # break / state_dict after k batches (clamped to the epoch)
     cfg["resume_workers"] = r.choice((0, 1, 3))
     cfg["torch_seed"] = r.randrange(1 << 20)
     cfg["seed"] = r.randrange(1, 1 << 31)
+    if source == "ImageFolder" and scen == "resume":
+        cfg["params"]["corrupt"] = None  # a failing batch before k would leave no state to take
     if source == "py" and cfg["n"] == 0:
-        cfg["scenario"] = "epochs" if cfg["scenario"] == "fail_once" else cfg["scenario"]
+        cfg["scenario"] = "epochs" if cfg["scenario"] == "fail" else cfg["scenario"]
     return cfg
 
 
