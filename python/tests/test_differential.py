@@ -6,10 +6,11 @@ pinloader and through an oracle independent of it (torch's DataLoader; for
 native sources numpy readings of the files and docs/transforms.md in
 numpy), every batch compared. See differential/runner.py and docs/testing.md.
 
-PINLOADER_DIFF_N=<count>   how many configurations (default 220)
+PINLOADER_DIFF_N=<count>   how many configurations (default 180)
 PINLOADER_DIFF_FIRST=<i>   the first configuration's id (default 0)
 PINLOADER_DIFF_CASE=<ids>  only these (comma-separated ids)
 """
+import gc
 import os
 import shlex
 import sys
@@ -21,7 +22,7 @@ torch = pytest.importorskip("torch")
 import pinloader  # noqa: E402
 from differential import runner, space  # noqa: E402
 
-DEFAULT_N = 220
+DEFAULT_N = 180
 
 # torch's advice about more workers than this machine's cores
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
@@ -33,6 +34,17 @@ def _ids():
         return [int(c) for c in case.replace(" ", "").split(",") if c]
     first = int(os.environ.get("PINLOADER_DIFF_FIRST", "0"))
     return list(range(first, first + int(os.environ.get("PINLOADER_DIFF_N", DEFAULT_N))))
+
+
+@pytest.fixture(autouse=True)
+def _collect():
+    """A case's loaders, torch's worker queues (their semaphores) and the
+    exceptions that hold them (with their tracebacks' frames) are freed
+    before the next case, and before the other test files, which count
+    file descriptors, mappings and child processes."""
+    yield
+    runner.HELD.clear()
+    gc.collect()
 
 
 def reproducer(i):
