@@ -198,7 +198,9 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
                               timed ? report_sample : NULL,
                               b,
                               dst_abandoned};
-    const pl_batch_info info = {c->cfg.seed, b->epoch, b->index,
+    /* The batch's index in its epoch (pl_batch_index), also in a stream
+     * resumed mid-epoch: the consumer finds its extras by it. */
+    const pl_batch_info info = {c->cfg.seed, b->epoch, pl_batch_index(b),
                                 c->cfg.timeout_s, b->gen, b->job};
     if (timed) {
       atomic_store_explicit(&b->cur_sample, b->sample_idx[0],
