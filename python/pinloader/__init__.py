@@ -1258,10 +1258,22 @@ class DataLoader(_compat.loader_base()):
         return sampler, batch_sampler
 
     def _max_batch_len(self):
-        # A user batch_sampler: buffers sized for its longest batch (one
-        # pass over it now; a batch sampler whose batches grow later than
-        # that is refused at set_order with a clear error).
-        return max((len(b) for b in self.batch_sampler), default=1)
+        """A user batch_sampler: buffers sized for its longest batch. torch's
+        BatchSampler says it (batch_size) without being iterated: iterating
+        it here would draw its sampler's permutation (from its generator, or
+        torch's global one) before torch would, and shift every epoch. Any
+        other batch sampler is passed over once now; one whose batches grow
+        later than that is refused at set_order with a clear error."""
+        bs = self.batch_sampler
+        try:
+            from torch.utils.data import BatchSampler
+        except ImportError:
+            BatchSampler = None
+        if (BatchSampler is not None and isinstance(bs, BatchSampler)
+                and type(bs).__iter__ is BatchSampler.__iter__
+                and isinstance(bs.batch_size, int) and bs.batch_size > 0):
+            return bs.batch_size
+        return max((len(b) for b in bs), default=1)
 
     def _epoch_batches(self):
         """This epoch's batches, drawn as torch's DataLoader draws them, and

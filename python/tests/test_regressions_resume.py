@@ -48,3 +48,25 @@ def test_resumed_unbatched_numbers():
     got = list(b)
     assert [float(v) for v in got] == [float(v) for v in rest]
     assert sorted(float(v) for v in head + got) == ds
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batch_sampler_with_a_generator_is_not_drawn_early(workers):
+    """torch's BatchSampler over a RandomSampler with a generator: the first
+    epoch is the generator's first permutation, as torch's (pinloader passed
+    over the batch sampler at construction to size its buffers, which drew
+    one permutation: every epoch was one ahead)."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    def make():
+        g = torch.Generator().manual_seed(1)
+        return BatchSampler(RandomSampler(range(10), generator=g), 4, False)
+
+    ds = [np.int64(i) for i in range(10)]
+    want_loader, got_loader = DataLoader(ds, batch_sampler=make()), \
+        pinloader.DataLoader(ds, batch_sampler=make(), num_workers=workers)
+    for _ in range(2):
+        want = [b.tolist() for b in want_loader]
+        got = [b.tolist() for b in got_loader]
+        assert got == want
+    got_loader.close()
