@@ -6,5 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # The build stays in /tmp/pinloader-gpu-py for the parts after this one.
+# The differential suite runs a few cases here; part 35 runs thousands.
+PINLOADER_DIFF_N=${PINLOADER_DIFF_N_PY:-40} \
 PINLOADER_PY_TARGET=${PINLOADER_PY_TARGET:-/tmp/pinloader-gpu-py} \
   exec scripts/python-test.sh "${PYTHON:-python3}"
