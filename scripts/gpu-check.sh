@@ -50,6 +50,8 @@ for p in "${parts[@]}"; do
   echo "$name: rc=$rc $(($(date +%s) - t0))s" | tee -a "$summary"
   part_rc[${name%%-*}]="$name rc=$rc $(($(date +%s) - t0))s"
   tail -n 25 "$logs/$name.log"
+  # After every part: a call killed at its time limit still brings these back.
+  tar -C "$logs" -czf "$out/logs.tar.gz" .
 done
 
 # The pass record: only when every test part ran here and passed.

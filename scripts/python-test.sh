@@ -35,4 +35,4 @@ if [[ ${PINLOADER_NO_CUDA:-0} != 0 ]]; then
 fi
 # From inside python/tests so that `import pinloader` is the installed one.
 cd python/tests
-"$PY" -m pytest -q -p no:cacheprovider -rs .
+"$PY" -m pytest -q -p no:cacheprovider -rfEs .

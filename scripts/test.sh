@@ -32,9 +32,10 @@ ctest --test-dir build-nocuda --output-on-failure -j"$jobs" -LE gpu
 
 if [ -f pyproject.toml ]; then
   step "python package without CUDA (PINLOADER_NO_CUDA=1)"
-  # torch's own DataLoader suite ran with the first build (it tests the
-  # front end, the same in both builds).
-  PINLOADER_NO_CUDA=1 PINLOADER_SKIP_TORCH_SUITE=1 scripts/python-test.sh "$PY"
+  # torch's own DataLoader suite and the differential suite ran with the
+  # first build (they test the front end, the same in both builds).
+  # The differential suite too (PINLOADER_DIFF_N=0: none of its cases).
+  PINLOADER_NO_CUDA=1 PINLOADER_SKIP_TORCH_SUITE=1 PINLOADER_DIFF_N=0 scripts/python-test.sh "$PY"
 fi
 
 step "installation: cmake --install, the README's C example, pip and a wheel in fresh venvs"

@@ -335,6 +335,55 @@ class _Trailing:
         torch.randperm(self.n, generator=self.gen)
 
 
+class _Shadow:
+    """torch's own samplers (RandomSampler, SubsetRandomSampler,
+    WeightedRandomSampler, and a BatchSampler over one of them) given with
+    a generator: pinloader draws the whole epoch's order at once, but
+    torch's DataLoader asks its sampler for one batch per request, so after
+    a break the generator stands where the last request left it (and the
+    sampler's trailing randperm is drawn only by the request after the last
+    batch). So the generators are put back after the epoch is drawn, and a
+    second iterator of the same sampler (the same draws from the same
+    states) is advanced request by request as torch's would be: after a
+    break, an error or the epoch's end, the generators are where torch's
+    are. Requests made by next() call c: c + P, P = prefetch_factor *
+    num_workers made at iter() (call 0)."""
+
+    __slots__ = ("it", "ahead", "done", "over")
+
+    def __init__(self, sampler, ahead):
+        self.it, self.ahead, self.done, self.over = iter(sampler), ahead, 0, False
+
+    def advance(self, calls):
+        while not self.over and self.done < calls + self.ahead:
+            self.done += 1
+            try:
+                next(self.it)
+            except StopIteration:
+                self.over = True
+
+
+def _own_generators(sampler, batch_sampler):
+    """The generators of torch's own samplers in this order (see _Shadow),
+    or None where any part is another sampler (a user's sampler may keep
+    state of its own: iterating it twice an epoch would change it) or draws
+    from torch's global generator."""
+    try:
+        from torch.utils.data import (BatchSampler, RandomSampler, SubsetRandomSampler,
+                                      WeightedRandomSampler)
+    except ImportError:
+        return None
+    s = sampler
+    if batch_sampler is not None:
+        if type(batch_sampler) is not BatchSampler:
+            return None
+        s = batch_sampler.sampler
+    if type(s) not in (RandomSampler, SubsetRandomSampler, WeightedRandomSampler):
+        return None
+    g = getattr(s, "generator", None)
+    return [g] if g is not None else None
+
+
 class _Guess:
     """The next epoch's order, drawn early from a copy of the generator and
     queued (_Engine._look_ahead): its epoch, base seed and order arrays."""
@@ -464,6 +513,7 @@ class _Engine:
         self.look_at = None  # (epoch, batch index): when to guess it
         self.trailing = None  # the sampler's draw still to come (_Trailing)
         self.calls = 0  # next() calls of this epoch's iteration (torch's requests)
+        self.deferred = None  # an explicit order drawn at the first next() (_draw_deferred)
         plan = dl._plan
         starting = {}  # workers whose "ready" has not come yet: their sockets
         if plan.native is not None:
@@ -677,19 +727,40 @@ class _Engine:
                 # As a fresh torch worker: reseeded, worker_init_fn again,
                 # at this epoch's first batch.
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
+        self.deferred = None
         if dl._explicit:
-            batches, self.trailing = dl._epoch_batches()
-            self._tick(0)
-            indices, starts = _order_arrays(batches)
-            if guess is None or not guess.matches(epoch, base_seed, indices, starts):
-                if self.ps is not None:
-                    self.ps.clear_extras()  # of batches never taken
-                _C.set_order(ld, epoch, indices, starts)  # drops a queued guess
-            self.next_epoch = epoch + 1
-            self._plan_guess(epoch, len(batches))
+            if dl.num_workers == 0 and guess is None:
+                # torch's single-process iterator draws the sampler's order
+                # at the first next(), not at iter() (its worker processes
+                # draw at iter(), for their first batches): an iter()
+                # dropped before its first batch draws nothing there.
+                self.deferred = (epoch, base_seed, guess)
+            else:
+                self._draw_order(epoch, base_seed, guess)
         self.started = True
         self.fresh = False
         self.exhausted = set()
+
+    def _draw_order(self, epoch, base_seed, guess):
+        """An explicit order's epoch: the sampler's batches, drawn as
+        torch draws them, given to the C loader (unless it is the order
+        already queued early, the guess)."""
+        batches, self.trailing = self.dl._epoch_batches()
+        self._tick(0)
+        indices, starts = _order_arrays(batches)
+        if guess is None or not guess.matches(epoch, base_seed, indices, starts):
+            if self.ps is not None:
+                self.ps.clear_extras()  # of batches never taken
+            _C.set_order(self.ld, epoch, indices, starts)  # drops a queued guess
+        self.next_epoch = epoch + 1
+        self._plan_guess(epoch, len(batches))
+
+    def _draw_deferred(self):
+        """LoaderIter's check, before each next(): the order a
+        single-process iteration draws at its first next()."""
+        d, self.deferred = self.deferred, None
+        if d is not None:
+            self._draw_order(*d)
 
     # -- the next epoch's order, guessed before iter() (beyond torch)
     #
@@ -729,7 +800,7 @@ class _Engine:
         self.look_at = None
         dl = self.dl
         try:
-            trailing = self.trailing.n if self.trailing is not None else None
+            trailing = self.trailing.n if isinstance(self.trailing, _Trailing) else None
             seed, indices, starts = _draw_ahead(dl, dl._kept_base_seed(self), trailing)
         except Exception:
             return  # iter() draws for itself and raises it there
@@ -749,7 +820,9 @@ class _Engine:
         the sampler's trailing randperm at the call torch's draws it."""
         self.calls += calls
         t = self.trailing
-        if t is not None and self.calls >= t.at:
+        if isinstance(t, _Shadow):
+            t.advance(self.calls)
+        elif t is not None and self.calls >= t.at:
             self.trailing = None
             t.draw()
 
@@ -783,6 +856,8 @@ class _Engine:
                 engine._tick()
 
         check = dl._checker(self)
+        if self.deferred is not None:
+            check = self._draw_deferred
         skip = _SKIP if plan.iterable and not raw else None
         return _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
 
@@ -1299,9 +1374,20 @@ class DataLoader(_compat.loader_base()):
                 ahead = _prefetch(self.prefetch_factor, self.num_workers) if self.num_workers else 0
                 at = requests if not self.num_workers else max(0, requests - ahead)
                 return batches, _Trailing(s.generator, n, at)
+        gens = _own_generators(s, bs) if self._user_sampler else None
+        states = [g.get_state() for g in gens] if gens else None
         if bs is not None:
-            return [list(b) for b in bs], None
-        return [[i] for i in s], None  # unbatched
+            batches = [list(b) for b in bs]
+        else:
+            batches = [[i] for i in s]  # unbatched
+        if not gens:
+            return batches, None
+        for g, st in zip(gens, states):
+            g.set_state(st)  # as before the epoch: the shadow draws again
+        ahead = _prefetch(self.prefetch_factor, self.num_workers) if self.num_workers else 0
+        if not isinstance(ahead, int):  # prefetch_factor="auto": torch's default
+            ahead = 2 * self.num_workers
+        return batches, _Shadow(bs if bs is not None else s, ahead)
 
     def _kept_base_seed(self, eng):
         """The base seed an iter() keeps instead of drawing one: with

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU part 35: the differential conformance suite (python/tests/
 # test_differential.py, docs/testing.md) with device="cuda" in its draws and
-# a budget of several thousand configurations (CI runs a few hundred on the
+# a budget of 800 configurations (PINLOADER_DIFF_N; each shard at most
+# PL_DIFF_SHARD_S = 200 s) (CI runs a few hundred on the
 # CPU). Uses part 30's build of the Python package (CUDA backend) when it is
 # there, else builds one.
 set -uo pipefail
@@ -18,14 +19,15 @@ python3 -c 'import pinloader, sys; sys.exit(0 if pinloader.cuda_available() else
 cd python/tests
 # The budget in shards run at once (cases are numbered; each is drawn from
 # its own number, so shards are disjoint ranges): half as many as cores.
-total=${PINLOADER_DIFF_N:-3000}
+total=${PINLOADER_DIFF_N:-800}
 shards=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))
 per=$(( (total + shards - 1) / shards ))
 logs=${PL_GPU_LOGS:-/tmp}
 pids=()
 for ((k = 0; k < shards; k++)); do
   PINLOADER_DIFF_FIRST=$((k * per)) PINLOADER_DIFF_N=$per \
-    python3 -m pytest -q -p no:cacheprovider test_differential.py >"$logs/35-shard-$k.log" 2>&1 &
+    timeout "${PL_DIFF_SHARD_S:-200}" python3 -m pytest -q -p no:cacheprovider -rf \
+      test_differential.py >"$logs/35-shard-$k.log" 2>&1 &
   pids+=($!)
 done
 rc=0
