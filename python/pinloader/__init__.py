@@ -729,6 +729,9 @@ class _Engine:
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
         self.deferred = None
         if dl._explicit:
+            # Each iter() is an epoch (its transforms' draws, its workers'
+            # seeds), also one dropped before its first batch.
+            self.next_epoch = epoch + 1
             if dl.num_workers == 0 and guess is None:
                 # torch's single-process iterator draws the sampler's order
                 # at the first next(), not at iter() (its worker processes
@@ -752,7 +755,6 @@ class _Engine:
             if self.ps is not None:
                 self.ps.clear_extras()  # of batches never taken
             _C.set_order(self.ld, epoch, indices, starts)  # drops a queued guess
-        self.next_epoch = epoch + 1
         self._plan_guess(epoch, len(batches))
 
     def _draw_deferred(self):

@@ -332,11 +332,15 @@ def test_worker_start_leaves_gc_generations():
     gc.disable()  # no collection moves it meanwhile
     try:
         gc.collect()
+        # What was frozen before stays (on the GPU machine, Python 3.12 with
+        # torch 2.11, 375 objects were frozen before this test): the
+        # loader's worker start adds nothing to it.
+        frozen = gc.get_freeze_count()
         junk = [[]]
         assert any(junk is o for o in gc.get_objects(generation=0))
         dl = pinloader.DataLoader(Ints(8), batch_size=4, num_workers=2)
         assert [x for b in dl for x in b.tolist()] == list(range(8))
-        assert gc.get_freeze_count() == 0
+        assert gc.get_freeze_count() == frozen
         assert any(junk is o for o in gc.get_objects(generation=0))
         assert not gc.isenabled()
         dl.close()
