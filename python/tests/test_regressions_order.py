@@ -74,3 +74,34 @@ def test_break_leaves_the_samplers_generator_where_torchs_is(name, workers):
     mine, theirs = run(pinloader.DataLoader), run(TorchLoader)
     assert mine[0] == theirs[0]
     assert mine[1] == theirs[1]  # the generator after the last epoch
+
+
+def test_an_iter_dropped_before_its_first_batch_is_an_epoch(tmp_path):
+    """Each iter() of a loader with a sampler is an epoch (the epoch of its
+    transforms' draws), also one dropped before its first batch, whose
+    order is never drawn (no workers: torch draws it at the first next()).
+    The iteration after it is the one set_epoch(1) would give."""
+    from conftest import write_cifar
+    from pinloader import transforms as T
+
+    rng = np.random.default_rng(4)
+    path = write_cifar(tmp_path / "c.bin", rng.integers(0, 256, (8, 3, 32, 32), dtype=np.uint8),
+                       rng.integers(0, 10, 8).astype(np.uint8))
+
+    def loader():
+        return pinloader.DataLoader(pinloader.datasets.CIFAR10([str(path)]), batch_size=8,
+                                    sampler=list(range(8)), num_workers=0,
+                                    transforms=[T.RandomHorizontalFlip(), T.RandomCrop(32, padding=4)])
+
+    a, b = loader(), loader()
+    it = iter(a)
+    del it
+    got = [x.clone() for x, _ in a]
+    b.set_epoch(1)
+    want = [x.clone() for x, _ in b]
+    b.set_epoch(0)
+    epoch0 = [x.clone() for x, _ in b]
+    assert torch.equal(got[0], want[0])
+    assert not torch.equal(got[0], epoch0[0])  # the draws do depend on the epoch
+    a.close()
+    b.close()
