@@ -6,16 +6,7 @@
 # past --epochs is refused rather than loading nothing. Exact messages.
 # Usage: test_flags.sh PATH-TO-pinloader (exit 77: no CLI yet).
 set -euo pipefail
-cli=${1:-}
-if [[ -z $cli || ! -x $cli ]]; then
-  echo "skip: no CLI binary at '$cli'"
-  exit 77
-fi
-unset RANK WORLD_SIZE LOCAL_RANK OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
-  OMPI_COMM_WORLD_LOCAL_RANK PMI_RANK PMI_SIZE
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/prologue.sh"
 head -c $((3073 * 10)) /dev/urandom >"$dir/a.bin"
 ds="cifar10:$dir/a.bin"
 

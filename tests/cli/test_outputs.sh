@@ -7,16 +7,7 @@
 # were, with no temporary file behind. Exit 1 and "pinloader: error: OPTION
 # PATH: ..." each time. Usage: test_outputs.sh PATH-TO-pinloader (77: no CLI).
 set -euo pipefail
-cli=${1:-}
-if [[ -z $cli || ! -x $cli ]]; then
-  echo "skip: no CLI binary at '$cli'"
-  exit 77
-fi
-unset RANK WORLD_SIZE LOCAL_RANK OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
-  OMPI_COMM_WORLD_LOCAL_RANK PMI_RANK PMI_SIZE
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/prologue.sh"
 
 head -c $((3073 * 20)) /dev/urandom >"$dir/data.bin"
 ds="cifar10:$dir/data.bin"

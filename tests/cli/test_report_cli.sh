@@ -5,16 +5,7 @@
 # workers and a replay run to the end with their report. Names the stage,
 # never a time. Usage: test_report_cli.sh PATH-TO-pinloader (77: no CLI).
 set -euo pipefail
-cli=${1:-}
-if [[ -z $cli || ! -x $cli ]]; then
-  echo "skip: no CLI binary at '$cli'"
-  exit 77
-fi
-unset RANK WORLD_SIZE LOCAL_RANK OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
-  OMPI_COMM_WORLD_LOCAL_RANK PMI_RANK PMI_SIZE
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/prologue.sh"
 
 head -c $((3073 * 64)) /dev/zero >"$dir/c.bin"
 ds="cifar10:$dir/c.bin"

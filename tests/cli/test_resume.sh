@@ -6,16 +6,7 @@
 # state saved by a rank of world 2 resumes under world 1 at the same global
 # position. Usage: test_resume.sh PATH-TO-pinloader (exit 77: no CLI yet).
 set -euo pipefail
-cli=${1:-}
-if [[ -z $cli || ! -x $cli ]]; then
-  echo "skip: no CLI binary at '$cli'"
-  exit 77
-fi
-unset RANK WORLD_SIZE LOCAL_RANK OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
-  OMPI_COMM_WORLD_LOCAL_RANK PMI_RANK PMI_SIZE
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/prologue.sh"
 
 # 51 CIFAR-10 records (1 label byte + 3072 pixels) in two files: n is odd,
 # so world 2 pads one sample.
