@@ -106,13 +106,18 @@ class IterDS(_iterable_base()):
 
 class Index:
     """dataset[i] = i: torch's DataLoader over it gives the order a sampler
-    and generator make (the oracle's order for native datasets)."""
+    and generator make (the oracle's order for native datasets). bad: an
+    index whose read raises, as a native dataset's corrupt file does, so that
+    torch's iteration stops where pinloader's does (and its sampler's
+    generator stands where it then stands)."""
 
-    def __init__(self, n):
-        self.n = n
+    def __init__(self, n, bad=None):
+        self.n, self.bad = n, bad
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if i == self.bad:
+            raise KeyError("sample %d is corrupt" % i)
         return i

@@ -550,21 +550,24 @@ def expected_batch(nat, spec, indices, seed, epoch):
     return snap(tuple(out))
 
 
-def _native_orders(cfg, nat, stops, folder):
+def _native_orders(cfg, nat, stops, folder, fail=True):
     """Per iteration, the batches of sample indices the oracle expects
-    (None for iterations the scenario does not read in full)."""
+    (None for iterations the scenario does not read in full). fail: the
+    corrupt sample's read raises in torch's iteration too (it ends there,
+    its last batch [bad]); else every batch, for the epoch's length."""
     n = len(nat.ds)
     if cfg["order"] == "seed":
         return seed_orders(n, cfg, len(stops), cfg["batch_size"], cfg["drop_last"], folder)
     torch.manual_seed(cfg["torch_seed"])
-    idx = P.Index(n)
+    idx = P.Index(n, nat.bad if fail else None)
     loader = TorchLoader(idx, **loader_args(cfg, torch_workers(cfg), True), **order_args(cfg, idx, n))
     out = []
     for stop in stops:
         got, err = iterate(loader, stop)
-        if err is not None:
+        if err is not None and not (isinstance(err, KeyError) and nat.bad is not None):
             raise err
-        out.append([[int(v) for v in np.frombuffer(b[5], np.int64)] for b in got])
+        batches = [[int(v) for v in np.frombuffer(b[5], np.int64)] for b in got]
+        out.append(batches + ([[nat.bad]] if err is not None else []))
     return out
 
 
@@ -574,7 +577,7 @@ def _run_native(cfg, folder):
     objs, spec = _transform_list(cfg)
     draw_seed = cfg["seed"] if cfg["order"] == "seed" else 0  # the loader's seed (0 without seed=)
     device = cfg["device"]
-    probe = _native_orders(cfg, nat, [None], folder)
+    probe = _native_orders(cfg, nat, [None], folder, fail=False)
     stops, k = plan(cfg, len(probe[0]))
     orders = [o if stop is None else o[:stop] for o, stop in zip(_native_orders(cfg, nat, stops, folder), stops)]
     del HELD[:]
