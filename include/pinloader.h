@@ -378,6 +378,19 @@ PL_API pl_status pl_dataset_open_images(const char *root_or_list,
  * sources that never replace. */
 PL_API uint64_t pl_dataset_replaced(const pl_dataset *ds);
 
+/* The sources that a kind name opens (pl_dataset_open, specs, the CLI's
+ * --dataset, Python's datasets), one row each; the CLI's --help and
+ * Python's pinloader.sources() are made from these rows. */
+typedef struct pl_source_info {
+  const char *kind;  /* "tokens" */
+  const char *usage; /* "tokens:FILE[,FILE...]?context=T" */
+  const char *keys;  /* the option keys, space-separated; "" for none */
+  const char *doc;   /* what it reads, one line */
+} pl_source_info;
+/* Row i (0, 1, ...) of the registry; NULL past the last. Static data:
+ * callable from any thread. */
+PL_API const pl_source_info *pl_source_at(int i);
+
 /* Any source by kind ("idx", "cifar10", "tokens", "npy", "images"), its
  * files, and "key=value&key=value" options (NULL or "" for none; the keys
  * of each kind are listed in docs/sources.md). */

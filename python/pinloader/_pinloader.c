@@ -211,6 +211,29 @@ static PyObject *mod_dtype_names(PyObject *m, PyObject *unused) {
   return list;
 }
 
+/* The source registry (pl_source_at): one dict per source, with its kind,
+ * usage line, option keys (a tuple) and a line saying what it reads. */
+static PyObject *mod_sources(PyObject *m, PyObject *unused) {
+  PyObject *list = PyList_New(0);
+  const pl_source_info *s;
+  for (int i = 0; list && (s = pl_source_at(i)); i++) {
+    PyObject *keys = PyUnicode_FromString(s->keys), *split = NULL;
+    if (keys)
+      split = PyObject_CallMethod(keys, "split", NULL);
+    PyObject *row = split ? Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind",
+                                          s->kind, "usage", s->usage,
+                                          "keys", PySequence_Tuple(split),
+                                          "doc", s->doc)
+                          : NULL;
+    Py_XDECREF(keys);
+    Py_XDECREF(split);
+    if (!row || PyList_Append(list, row) < 0)
+      Py_CLEAR(list);
+    Py_XDECREF(row);
+  }
+  return list;
+}
+
 static PyObject *mod_cuda_available(PyObject *m, PyObject *unused) {
   return PyBool_FromLong(pl_cuda_available() && pl_cuda_device_count() > 0);
 }
@@ -225,6 +248,8 @@ static PyObject *mod_version(PyObject *m, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"dtype_names", mod_dtype_names, METH_NOARGS, "the dtype names"},
+    {"sources", mod_sources, METH_NOARGS,
+     "the source registry: a dict per source (kind, usage, keys, doc)"},
     {"cuda_available", mod_cuda_available, METH_NOARGS,
      "CUDA backend built and a device usable"},
     {"cuda_device_count", mod_cuda_device_count, METH_NOARGS, "devices"},
