@@ -733,6 +733,13 @@ PL_API int pl_option_find(const char *name);
 PL_API pl_status pl_loader_config_set(pl_loader_config *cfg, const char *name,
                                       const char *value, pl_error *err);
 
+/* Every option of cfg against its range in the table, and rank below
+ * world_size: the checks pl_loader_create makes before it looks at the
+ * dataset (cfg's struct_size is checked first, as there). The error names
+ * the option and its range. Thread-safe. */
+PL_API pl_status pl_loader_config_check(const pl_loader_config *cfg,
+                                        pl_error *err);
+
 /* Option `name` of cfg as text that pl_loader_config_set accepts ("1",
  * "auto", "0.5"), into buf (NUL-terminated, at most len bytes). */
 PL_API pl_status pl_loader_config_get(const pl_loader_config *cfg,
