@@ -58,11 +58,11 @@ static PyObject *mod_sources(PyObject *m, PyObject *unused) {
     PyObject *keys = PyUnicode_FromString(s->keys), *split = NULL;
     if (keys)
       split = PyObject_CallMethod(keys, "split", NULL);
-    PyObject *row = split ? Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind",
-                                          s->kind, "usage", s->usage,
-                                          "keys", PySequence_Tuple(split),
-                                          "doc", s->doc)
-                          : NULL;
+    PyObject *row = split
+                        ? Py_BuildValue("{s:s,s:s,s:N,s:s}", "kind", s->kind,
+                                        "usage", s->usage, "keys",
+                                        PySequence_Tuple(split), "doc", s->doc)
+                        : NULL;
     Py_XDECREF(keys);
     Py_XDECREF(split);
     if (!row || PyList_Append(list, row) < 0)

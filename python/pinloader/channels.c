@@ -20,9 +20,8 @@ static int waiter_before(const waiter *a, const waiter *b) {
   return a->batch < b->batch;
 }
 
-void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2,
-                     uint64_t k3, char *data,
-                     size_t len) { /* takes data: malloc'd */
+void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2, uint64_t k3,
+              char *data, size_t len) { /* takes data: malloc'd */
   blob *b = malloc(sizeof *b + len);
   if (b) {
     *b = (blob){NULL, kind, k1, k2, k3, len};
@@ -45,8 +44,7 @@ void blob_put(procset *ps, int kind, uint64_t k1, uint64_t k2,
   pthread_mutex_unlock(&ps->mu);
 }
 
-blob *blob_take(procset *ps, int kind, uint64_t k1, uint64_t k2,
-                       uint64_t k3) {
+blob *blob_take(procset *ps, int kind, uint64_t k1, uint64_t k2, uint64_t k3) {
   pthread_mutex_lock(&ps->mu);
   blob *found = NULL;
   for (blob **p = &ps->blobs; *p; p = &(*p)->next)
@@ -148,7 +146,7 @@ static int stream_abandoned(procset *ps, const pl_batch_info *info) {
  * here, or the loader says so (its stream is over before any batch of
  * the next one got here: the threads are all busy with the old one). */
 int batch_abandoned(procset *ps, const pl_batch_info *info,
-                           const pl_batch_dst *dst) {
+                    const pl_batch_dst *dst) {
   return stream_abandoned(ps, info) || (dst->abandoned && dst->abandoned(dst));
 }
 
@@ -181,7 +179,7 @@ static channel *channel_take_any(procset *ps, const pl_batch_info *info,
 }
 
 channel *channel_take(procset *ps, const pl_batch_info *info,
-                             const pl_batch_dst *dst) {
+                      const pl_batch_dst *dst) {
   if (ps->balanced)
     return channel_take_any(ps, info, dst);
   channel *ch = &ps->ch[info->batch_index % (uint64_t)ps->n];
@@ -246,8 +244,7 @@ uint64_t base_seed_of(procset *ps, uint64_t epoch, int *found) {
 }
 
 /* "3, 17, 42, ... (256 samples)" */
-void describe_samples(const uint64_t *idx, uint32_t n, char *out,
-                             size_t cap) {
+void describe_samples(const uint64_t *idx, uint32_t n, char *out, size_t cap) {
   size_t used = 0;
   out[0] = '\0';
   for (uint32_t i = 0; i < n && i < 8; i++)
@@ -260,14 +257,15 @@ void describe_samples(const uint64_t *idx, uint32_t n, char *out,
 /* A wait that failed: ch goes back (dead unless the loader is closing; a
  * stuck process is killed) and msg says what became of the worker. */
 void wait_failed(procset *ps, channel *ch, wait_result r, int err_no,
-                        const pl_batch_info *info, const char *samples,
-                        char *msg, size_t msg_len) {
+                 const pl_batch_info *info, const char *samples, char *msg,
+                 size_t msg_len) {
   int w = (int)(ch - ps->ch);
   long pid = ch->pid;
   if (r == WAIT_TIMEOUT)
     kill((pid_t)pid, SIGKILL); /* stuck: a process can be killed */
   channel_give(ps, ch, r != WAIT_CLOSED);
-  const char *what = r == WAIT_TIMEOUT  ? "did not finish within the timeout and was killed, "
+  const char *what = r == WAIT_TIMEOUT
+                         ? "did not finish within the timeout and was killed, "
                      : r == WAIT_CLOSED ? "was shut down "
                      : r == WAIT_DIED   ? "exited "
                                         : "sent a malformed reply ";
@@ -281,8 +279,8 @@ void wait_failed(procset *ps, channel *ch, wait_result r, int err_no,
 
 /* A worker's exception (payload: uint32 text length, text, pickled
  * error): kept under a new token that msg names. Takes payload. */
-void store_error(procset *ps, int w, long pid, char *payload,
-                        uint64_t len, char *msg, size_t msg_len) {
+void store_error(procset *ps, int w, long pid, char *payload, uint64_t len,
+                 char *msg, size_t msg_len) {
   uint32_t tl = 0;
   if (payload && len >= 4)
     memcpy(&tl, payload, 4);
@@ -298,9 +296,8 @@ void store_error(procset *ps, int w, long pid, char *payload,
     blob_put(ps, BLOB_ERROR, token, 0, 0, payload, (size_t)len);
 }
 
-void send_failed(procset *ps, channel *ch, int e,
-                        const pl_batch_info *info, const char *samples,
-                        char *msg, size_t msg_len) {
+void send_failed(procset *ps, channel *ch, int e, const pl_batch_info *info,
+                 const char *samples, char *msg, size_t msg_len) {
   int w = (int)(ch - ps->ch);
   channel_give(ps, ch, e > 0);
   if (e < 0)
@@ -314,12 +311,10 @@ void send_failed(procset *ps, channel *ch, int e,
              (unsigned long long)info->epoch, samples, strerror(e), w);
 }
 
-void no_longer_running(procset *ps, channel *ch, char *msg,
-                              size_t msg_len) {
+void no_longer_running(procset *ps, channel *ch, char *msg, size_t msg_len) {
   int w = (int)(ch - ps->ch);
   channel_give(ps, ch, 1);
   snprintf(msg, msg_len,
            "worker %d (pid %ld) is no longer running [pinloader-died %d]", w,
            ch->pid, w);
 }
-

@@ -35,14 +35,13 @@ static int set_error_fields(PyObject *exc, const pl_error *err) {
                has_sample ? PyLong_FromUnsignedLongLong(err->sample_index)
                           : none_ref()) < 0 ||
       set_attr(exc, "path",
-               has_path ? PyUnicode_DecodeFSDefault(err->path)
-                        : none_ref()) < 0 ||
+               has_path ? PyUnicode_DecodeFSDefault(err->path) : none_ref()) <
+          0 ||
       set_attr(exc, "errno",
-               has_errno ? PyLong_FromLong(err->sys_errno)
-                         : none_ref()) < 0)
+               has_errno ? PyLong_FromLong(err->sys_errno) : none_ref()) < 0)
     return -1;
-  return set_attr(exc, "cuda_error", has_cuda ? PyLong_FromLong(err->cuda_error)
-                                              : none_ref());
+  return set_attr(exc, "cuda_error",
+                  has_cuda ? PyLong_FromLong(err->cuda_error) : none_ref());
 }
 
 /* Raise pinloader.Error(message) with .status = "PL_...", .code, and the
@@ -85,7 +84,7 @@ PyObject *shape_tuple(int ndim, const int64_t *shape) {
 
 /* "uint8 (3, 32, 32)" for messages. */
 void describe_c(pl_dtype t, int ndim, const int64_t *shape, char *buf,
-                       size_t n) {
+                size_t n) {
   size_t k = (size_t)snprintf(buf, n, "%s (", pl_dtype_name(t));
   for (int i = 0; i < ndim && k < n; i++)
     k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "",

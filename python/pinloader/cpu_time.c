@@ -23,8 +23,9 @@ static double pid_cpu_s(long pid) {
   unsigned long long ut, st;
   /* After the name: state ppid pgrp session tty tpgid flags minflt cminflt
    * majflt cmajflt utime stime. */
-  if (!p || sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu",
-                   &ut, &st) != 2)
+  if (!p ||
+      sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu",
+             &ut, &st) != 2)
     return -1;
   long tck = sysconf(_SC_CLK_TCK);
   return (double)(ut + st) / (double)(tck > 0 ? tck : 100);

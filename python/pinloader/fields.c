@@ -20,7 +20,7 @@ int dtype_from_name(const char *name, pl_dtype *out) {
 /* The dtype with this DLPack type code (0 int, 1 uint, 2 float) and size,
  * from PL_DTYPE_MAP; -1 when there is none. */
 static int dtype_of_kind(int dlpack, size_t bytes, pl_dtype *out) {
-#define PL_DTYPE_KIND_(NAME, name, size, format, code)                        \
+#define PL_DTYPE_KIND_(NAME, name, size, format, code)                         \
   if (dlpack == (code) && bytes == (size)) {                                   \
     *out = PL_##NAME;                                                          \
     return 0;                                                                  \
@@ -34,8 +34,7 @@ static int dtype_of_kind(int dlpack, size_t bytes, pl_dtype *out) {
  * Native or little-endian byte order only (the library is little-endian).
  * Any integer or float character maps by its kind and the item size ('l'
  * is int64 where long has 8 bytes). */
-int dtype_from_format(const char *fmt, Py_ssize_t itemsize,
-                             pl_dtype *out) {
+int dtype_from_format(const char *fmt, Py_ssize_t itemsize, pl_dtype *out) {
   if (!fmt)
     fmt = "B";
   if (*fmt == '@' || *fmt == '=' || *fmt == '<')
@@ -55,7 +54,7 @@ int dtype_from_format(const char *fmt, Py_ssize_t itemsize,
 
 const char *format_of(pl_dtype t) {
   static const char f[PL_DTYPE_COUNT_][2] = {
-#define PL_DTYPE_FORMAT_(NAME, name, bytes, format, dlpack) \
+#define PL_DTYPE_FORMAT_(NAME, name, bytes, format, dlpack)                    \
   [PL_##NAME] = {format, 0},
       PL_DTYPE_MAP(PL_DTYPE_FORMAT_)
 #undef PL_DTYPE_FORMAT_
@@ -65,7 +64,8 @@ const char *format_of(pl_dtype t) {
 
 DLDataType dl_dtype(pl_dtype t) {
   static const uint8_t codes[PL_DTYPE_COUNT_] = {
-#define PL_DTYPE_DLPACK_(NAME, name, bytes, format, dlpack) [PL_##NAME] = dlpack,
+#define PL_DTYPE_DLPACK_(NAME, name, bytes, format, dlpack)                    \
+  [PL_##NAME] = dlpack,
       PL_DTYPE_MAP(PL_DTYPE_DLPACK_)
 #undef PL_DTYPE_DLPACK_
   };
@@ -113,8 +113,7 @@ static int field_from(PyObject *name, PyObject *dtype, PyObject *shape,
 }
 
 /* fields: sequence of (name, dtype, shape[, offset]). offsets may be NULL. */
-int fields_from(PyObject *seq, pl_field **fields, uint64_t **offsets,
-                       int *n) {
+int fields_from(PyObject *seq, pl_field **fields, uint64_t **offsets, int *n) {
   PyObject *fast = PySequence_Fast(seq, "fields must be a sequence");
   if (!fast)
     return -1;

@@ -23,10 +23,10 @@ static void local_store_error(ProcSetObject *owner, char *msg, size_t cap) {
   const char *ctext = text ? PyUnicode_AsUTF8(text) : NULL;
   if (!ctext)
     PyErr_Clear();
-  PyObject *where = value ? PyObject_GetAttrString(value, "_pinloader_sample")
-                          : NULL;
-  long long sample = where && PyLong_Check(where) ? PyLong_AsLongLong(where)
-                                                  : -1;
+  PyObject *where =
+      value ? PyObject_GetAttrString(value, "_pinloader_sample") : NULL;
+  long long sample =
+      where && PyLong_Check(where) ? PyLong_AsLongLong(where) : -1;
   if (!where || PyErr_Occurred())
     PyErr_Clear();
   Py_XDECREF(where);
@@ -48,10 +48,9 @@ static void local_store_error(ProcSetObject *owner, char *msg, size_t cap) {
 
 /* A batch filled by filler.fill_local(buffer, offsets, indices, epoch,
  * seed, batch_index) -> bytes of extras, in this process. */
-int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
-                            uint32_t n, const pl_batch_info *info,
-                            const pl_batch_dst *dst, char *msg,
-                            size_t msg_len) {
+int local_read_batch(ProcSetObject *owner, const uint64_t *indices, uint32_t n,
+                     const pl_batch_info *info, const pl_batch_dst *dst,
+                     char *msg, size_t msg_len) {
   if (py_finalizing()) {
     snprintf(msg, msg_len, "the Python interpreter is shutting down");
     return 1;
@@ -59,9 +58,8 @@ int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
   PyGILState_STATE g = PyGILState_Ensure();
   in_getitem++;
   int rc = 0;
-  PyObject *mv = PyMemoryView_FromMemory(dst->buffer,
-                                         (Py_ssize_t)dst->buffer_bytes,
-                                         PyBUF_WRITE);
+  PyObject *mv = PyMemoryView_FromMemory(
+      dst->buffer, (Py_ssize_t)dst->buffer_bytes, PyBUF_WRITE);
   PyObject *offs = PyTuple_New(dst->nfields);
   PyObject *idx = PyList_New(n);
   for (int f = 0; offs && f < dst->nfields; f++)

@@ -130,10 +130,9 @@ static void procset_dealloc(ProcSetObject *self) {
  * over idle workers (read_split), for batches that are fixed-shape arrays
  * with no collate_fn; ready: per worker, whether its "ready" reply has been
  * read (default: all); one that has not gets no batch until set_ready. */
-static PyObject *procset_new(PyTypeObject *type, PyObject *args,
-                             PyObject *kw) {
-  static char *names[] = {"socks", "sentinels", "pids", "filler", "balanced",
-                          "split", "ready", NULL};
+static PyObject *procset_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *names[] = {"socks",    "sentinels", "pids",  "filler",
+                          "balanced", "split",     "ready", NULL};
   PyObject *socks, *sents, *pids, *filler = Py_None, *ready = Py_None;
   int balanced = 0, split = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|OppO:ProcSet", names, &socks,
@@ -396,7 +395,8 @@ static PyObject *mod_from_workers(PyObject *m, PyObject *args) {
   Py_ssize_t n = PySequence_Size(fields_obj);
   if (n < 1 || n > 4096) {
     if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_ValueError, "1 to 4096 fields (a sample with "
+      PyErr_SetString(PyExc_ValueError,
+                      "1 to 4096 fields (a sample with "
                       "no array-like leaf gets a placeholder field)");
     return NULL;
   }
@@ -408,9 +408,9 @@ static PyObject *mod_from_workers(PyObject *m, PyObject *args) {
   pl_error err;
   Py_INCREF(owner);
   int shared = ((ProcSetObject *)owner)->filler ? 0 : PL_BATCH_SHARED_MEMORY;
-  pl_status s = pl_dataset_from_batch_callback(
-      fields, nf, length, ps_read_batch, NULL, shared,
-      owner, owner_free, &ds, &err);
+  pl_status s =
+      pl_dataset_from_batch_callback(fields, nf, length, ps_read_batch, NULL,
+                                     shared, owner, owner_free, &ds, &err);
   PyMem_Free(fields);
   if (s != PL_OK) {
     Py_DECREF(owner);

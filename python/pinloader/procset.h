@@ -74,7 +74,7 @@ typedef struct channel {
   /* [mu] Its "ready" reply has been read (set_ready): the loader may be
    * made while the last workers still start, and waits for them here. */
   int ready;
-  int dead; /* [mu] exited, killed, or its stream broke */
+  int dead;     /* [mu] exited, killed, or its stream broke */
   double cpu_s; /* [mu] its CPU seconds as last read (kept once it ends) */
 } channel;
 
@@ -91,26 +91,25 @@ typedef struct procset {
   pthread_cond_t cv;
   int closing; /* [mu] shutdown(): every wait gives up */
   int n;
-  int balanced;     /* any idle worker takes the next batch */
-  int split;        /* the first round's batches may be split (read_split) */
+  int balanced; /* any idle worker takes the next batch */
+  int split;    /* the first round's batches may be split (read_split) */
   /* [mu] Split batches go out in job order: the first job of split_stream
    * that has not yet sent all its chunks (a later one waits for it). */
   uint64_t split_stream, split_next;
-  waiter *waiting;  /* [mu] balanced: threads waiting for any worker */
+  waiter *waiting; /* [mu] balanced: threads waiting for any worker */
   /* [mu] balanced: the newest stream a batch came from; a batch of an
    * older one was abandoned by the loader (a new epoch, an explicit order)
    * and is not read. */
   uint64_t newest_stream;
   channel *ch;
-  blob *blobs;         /* [mu] */
-  uint64_t next_token; /* [mu] */
+  blob *blobs;                                               /* [mu] */
+  uint64_t next_token;                                       /* [mu] */
   uint64_t seed_epoch[EPOCH_SEEDS], seed_value[EPOCH_SEEDS]; /* [mu] */
-  int nseeds;                                               /* [mu] */
+  int nseeds;                                                /* [mu] */
 } procset;
 
 typedef struct {
-  PyObject_HEAD
-  procset *ps;
+  PyObject_HEAD procset *ps;
   long pid; /* the process that made it: a forked child's copy is inert */
   /* No processes (worker_mode="thread", num_workers=0): filler.fill_local
    * runs under the GIL on the loader's threads; its exceptions are kept
@@ -119,8 +118,13 @@ typedef struct {
   PyObject *local_errors;
 } ProcSetObject;
 
-
-typedef enum { WAIT_OK, WAIT_DIED, WAIT_TIMEOUT, WAIT_CLOSED, WAIT_BROKEN } wait_result;
+typedef enum {
+  WAIT_OK,
+  WAIT_DIED,
+  WAIT_TIMEOUT,
+  WAIT_CLOSED,
+  WAIT_BROKEN
+} wait_result;
 
 /* channel_take's answer for a batch of a stream the worker has left. */
 extern const channel stale_channel; /* never read or written */
@@ -177,9 +181,9 @@ int read_split(procset *ps, const uint64_t *indices, uint32_t n,
                size_t msg_len);
 
 /* local_fill.c: the batch filled in this process (filler.fill_local). */
-int local_read_batch(ProcSetObject *owner, const uint64_t *indices,
-                     uint32_t n, const pl_batch_info *info,
-                     const pl_batch_dst *dst, char *msg, size_t msg_len);
+int local_read_batch(ProcSetObject *owner, const uint64_t *indices, uint32_t n,
+                     const pl_batch_info *info, const pl_batch_dst *dst,
+                     char *msg, size_t msg_len);
 
 /* wire.c: _pinloader.WIRE, the wire format's constants. */
 int pl_py_init_wire(PyObject *m);

@@ -17,7 +17,7 @@
  * "done": fixed-shape samples (no pickled parts), no collate_fn (it sees
  * the whole batch), no timeout (progress records are per batch). */
 int split_wanted(const procset *ps, const pl_batch_info *info,
-                        const pl_batch_dst *dst) {
+                 const pl_batch_dst *dst) {
   return ps->split && ps->balanced && ps->n > 1 &&
          info->job < (uint64_t)ps->n && info->timeout_s <= 0 && !dst->report;
 }
@@ -65,7 +65,7 @@ typedef struct splitter {
   const pl_batch_dst *dst;
   part *parts; /* in flight: one per channel at most */
   int nparts;
-  int failed; /* msg holds the first failure; later ones are dropped */
+  int failed;     /* msg holds the first failure; later ones are dropped */
   int later_died; /* a worker that died after the first failure, or -1 */
   char *msg, scratch[512];
   size_t msg_len;
@@ -160,7 +160,8 @@ static void split_collect(splitter *s, int i) {
   rep_head rh;
   char *payload;
   int err_no = 0;
-  wait_result r = read_reply(s->ps, p.ch, s->info, s->dst, &rh, &payload, &err_no);
+  wait_result r =
+      read_reply(s->ps, p.ch, s->info, s->dst, &rh, &payload, &err_no);
   size_t cap;
   if (r != WAIT_OK) {
     char samples[160];
@@ -230,9 +231,10 @@ static void split_sent(procset *ps, waiter *me, const pl_batch_info *info) {
  * flight is still read, so that no worker's reply is left for its next
  * request to find. */
 int read_split(procset *ps, const uint64_t *indices, uint32_t n,
-                      const pl_batch_info *info, const pl_batch_dst *dst,
-                      char *msg, size_t msg_len) {
-  splitter s = {ps, indices, n, 0, info, dst, NULL, 0, 0, -1, msg, {0}, msg_len};
+               const pl_batch_info *info, const pl_batch_dst *dst, char *msg,
+               size_t msg_len) {
+  splitter s = {ps, indices, n,  0,   info, dst,    NULL,
+                0,  0,       -1, msg, {0},  msg_len};
   s.parts = calloc((size_t)ps->n, sizeof *s.parts);
   channel **got = calloc((size_t)ps->n, sizeof *got);
   struct pollfd *pf = calloc(2 * (size_t)ps->n, sizeof *pf);
@@ -271,7 +273,8 @@ int read_split(procset *ps, const uint64_t *indices, uint32_t n,
     }
     if (s.nparts > 0) {
       split_wait(&s, pf, queued ? 2 : WAIT_SLICE_MS);
-    } else if (!s.failed) { /* the workers are busy, or an earlier batch waits */
+    } else if (!s.failed) { /* the workers are busy, or an earlier batch waits
+                             */
       pthread_mutex_lock(&ps->mu);
       if (!ps->closing &&
           (!first_waiting_in(ps->waiting, &me) || !idle_channel(ps)))
@@ -284,8 +287,8 @@ int read_split(procset *ps, const uint64_t *indices, uint32_t n,
   if (s.failed && s.later_died >= 0 && !strstr(msg, "[pinloader-died")) {
     size_t used = strlen(msg);
     if (used + 32 < msg_len)
-      snprintf(msg + used, msg_len - used, "; a worker died too [pinloader-died %d]",
-               s.later_died);
+      snprintf(msg + used, msg_len - used,
+               "; a worker died too [pinloader-died %d]", s.later_died);
   }
   free(s.parts);
   free(got);

@@ -48,7 +48,6 @@ static int send_request(int sock, const void *buf, size_t len, int fd) {
   return 0;
 }
 
-
 /* Reads exactly len bytes, waiting with poll() on the socket and the
  * process's sentinel; gives up on death, the deadline or close(). */
 static wait_result recv_exact(procset *ps, channel *ch, void *buf, size_t len,
@@ -94,20 +93,25 @@ static wait_result recv_exact(procset *ps, channel *ch, void *buf, size_t len,
 /* Sends ch the request to fill samples indices[0..n-1] at batch positions
  * first.. of dst: 0, an errno (the worker is gone), or -1 (no memory for
  * the request). */
-int send_fill(procset *ps, channel *ch, const uint64_t *indices,
-                     uint32_t n, uint32_t first, const pl_batch_info *info,
-                     const pl_batch_dst *dst) {
+int send_fill(procset *ps, channel *ch, const uint64_t *indices, uint32_t n,
+              uint32_t first, const pl_batch_info *info,
+              const pl_batch_dst *dst) {
   size_t len = sizeof(req_head) + ((size_t)dst->nfields + n) * 8;
   uint8_t *req = malloc(len);
   if (!req)
     return -1;
   int seeded;
   uint64_t base_seed = base_seed_of(ps, info->epoch, &seeded);
-  req_head h = {REQ_MAGIC,         (uint32_t)dst->nfields, n,
+  req_head h = {REQ_MAGIC,
+                (uint32_t)dst->nfields,
+                n,
                 (seeded ? REQ_RESEED : 0u) | (dst->report ? REQ_PROGRESS : 0u),
-                dst->buffer_id,    dst->buffer_bytes,
-                info->epoch,       info->seed,
-                info->batch_index, base_seed,
+                dst->buffer_id,
+                dst->buffer_bytes,
+                info->epoch,
+                info->seed,
+                info->batch_index,
+                base_seed,
                 first};
   memcpy(req, &h, sizeof h);
   memcpy(req + sizeof h, dst->offset, (size_t)dst->nfields * 8);
@@ -123,10 +127,9 @@ int send_fill(procset *ps, channel *ch, const uint64_t *indices,
  * stall clock (which the progress records restart): a worker is killed a
  * while after that clock has failed the batch with PL_TIMEOUT naming the
  * sample. */
-wait_result read_reply(procset *ps, channel *ch,
-                              const pl_batch_info *info,
-                              const pl_batch_dst *dst, rep_head *rh,
-                              char **payload, int *err_no) {
+wait_result read_reply(procset *ps, channel *ch, const pl_batch_info *info,
+                       const pl_batch_dst *dst, rep_head *rh, char **payload,
+                       int *err_no) {
   double grace = info->timeout_s * 1.5 + 0.5;
   double deadline = info->timeout_s > 0 ? now_s() + grace : 0;
   wait_result r;
@@ -180,7 +183,8 @@ int pl_py_init_wire(PyObject *m) {
       add_int(d, "REP_MAGIC", REP_MAGIC) < 0 ||
       add_int(d, "REQ_RESEED", REQ_RESEED) < 0 ||
       add_int(d, "REQ_PROGRESS", REQ_PROGRESS) < 0 ||
-      add_int(d, "REP_OK", REP_OK) < 0 || add_int(d, "REP_ERROR", REP_ERROR) < 0 ||
+      add_int(d, "REP_OK", REP_OK) < 0 ||
+      add_int(d, "REP_ERROR", REP_ERROR) < 0 ||
       add_int(d, "REP_PROGRESS", REP_PROGRESS) < 0 ||
       add_int(d, "CHUNK", SPLIT_CHUNK) < 0 ||
       PyModule_AddObject(m, "WIRE", d) < 0) {

@@ -10,9 +10,10 @@
 
 #include <stdint.h>
 
-#define REQ_MAGIC 0x51524c50u /* "PLRQ" */
-#define REP_MAGIC 0x50524c50u /* "PLRP" */
-#define MAX_REPLY (1ull << 34) /* a reply larger than this is a broken worker */
+#define REQ_MAGIC 0x51524c50u  /* "PLRQ" */
+#define REP_MAGIC 0x50524c50u  /* "PLRP" */
+#define MAX_REPLY (1ull << 34) /* a reply larger than this is a broken worker  \
+                                */
 /* Balanced workers' generators restart every SPLIT_CHUNK samples of a
  * batch (_worker.seed_chunk), and a split batch is split there. */
 #define SPLIT_CHUNK 64

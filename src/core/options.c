@@ -442,8 +442,7 @@ pl_status pl_loader_config_get(const pl_loader_config *cfg, const char *name,
   return PL_OK;
 }
 
-pl_status pl_loader_config_check(const pl_loader_config *cfg,
-                                 pl_error *err) {
+pl_status pl_loader_config_check(const pl_loader_config *cfg, pl_error *err) {
   pl_loader_config full;
   if (!cfg)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "config is NULL");

@@ -38,8 +38,8 @@ static pl_status split_paths(const char *spec, char *list, char ***paths,
     if (!v[i][0]) {
       free(v);
       return pl_errorf(err, PL_INVALID_ARGUMENT,
-                       "dataset spec '%s': path %d is empty %s",
-                       spec, i + 1, WANT);
+                       "dataset spec '%s': path %d is empty %s", spec, i + 1,
+                       WANT);
     }
   }
   *paths = v;
@@ -58,11 +58,10 @@ pl_status pl_dataset_open(const char *kind, const char *const *paths,
                      "a kind and at least one path are required");
   const pl_source_row *row = pl_source_find(kind);
   if (!row)
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "unknown dataset kind '%s' %s", kind, WANT);
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "unknown dataset kind '%s' %s",
+                     kind, WANT);
   if (!row->info.keys[0] && options && options[0])
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "%s takes no options",
-                     kind);
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "%s takes no options", kind);
   pl_options o;
   PL_TRY(pl_options_parse(kind, options, row->info.keys, &o, err));
   pl_status s = row->open(paths, npaths, &o, out, err);
@@ -78,8 +77,8 @@ static pl_status check_kind(const char *spec, const char *kind, bool files,
                      WANT);
   if (!files)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "dataset spec '%s': no files after '%s:' %s", spec,
-                     kind, WANT);
+                     "dataset spec '%s': no files after '%s:' %s", spec, kind,
+                     WANT);
   return PL_OK;
 }
 
@@ -93,8 +92,7 @@ pl_status pl_dataset_open_spec(const char *spec, pl_dataset **out,
   const char *colon = strchr(spec, ':');
   if (!colon)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "dataset spec '%s': no 'KIND:' prefix %s", spec,
-                     WANT);
+                     "dataset spec '%s': no 'KIND:' prefix %s", spec, WANT);
   char *copy = strdup(spec);
   if (!copy)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");

@@ -123,8 +123,7 @@ static int count_stuck(const pl_core *c, uint64_t *sample, double *secs) {
 
 /* With every worker stuck nothing can be loaded: say so instead of
  * waiting forever. Later calls say it again until a callback returns. */
-static pl_status check_all_stuck(const pl_core *c, int workers,
-                                 pl_error *err) {
+static pl_status check_all_stuck(const pl_core *c, int workers, pl_error *err) {
   uint64_t idx = 0;
   double secs;
   workers = PL_MIN(workers, c->tune.active); /* autotuning parks the rest */
@@ -179,7 +178,8 @@ static pl_status next_locked(pl_core *c, int workers, double deadline,
       PL_TRY(check_stall(c, b, err));
     if (!b && c->stream.next_claim == job) { /* nobody is filling it */
       pl_batch *f = pl_pool_find_free(c);
-      if (!f && !pl_pool_all_held(c) && c->pool.nslots + c->pool.growing < c->pool.max_slots) {
+      if (!f && !pl_pool_all_held(c) &&
+          c->pool.nslots + c->pool.growing < c->pool.max_slots) {
         PL_TRY(pl_pool_grow(c, err));
         continue;
       }

@@ -14,8 +14,8 @@
 #include "data/transform.h"
 
 typedef struct pl_batch_layout {
-  pl_copy_plan copy;  /* made before the backend, fixed after */
-  pl_xform_plan *xf;  /* NULL: no transforms */
+  pl_copy_plan copy; /* made before the backend, fixed after */
+  pl_xform_plan *xf; /* NULL: no transforms */
   int xf_host;
   uint64_t out_base;
   uint64_t *out_off;

@@ -48,14 +48,14 @@ static pl_plan_request plan_request(const pl_core *c) {
       /* A whole-batch dataset (source_batch_callback.c) fills a batch in one
        * call: WHOLE, never chunked or direct; its workers may be processes
        * that need the memory shared. */
-      .copy_chunk_bytes = c->ds->vt->read_batch ? UINT64_MAX
-                                                : cfg->copy_chunk_bytes,
+      .copy_chunk_bytes =
+          c->ds->vt->read_batch ? UINT64_MAX : cfg->copy_chunk_bytes,
       .direct_copy = c->ds->vt->read_batch ? 0 : cfg->direct_copy,
       .shared_memory =
           c->ds->vt->shared_memory && c->ds->vt->shared_memory(c->ds),
       .extra_sample_bytes = c->layout.xf ? (uint64_t)c->layout.xf->nparams *
-                                        sizeof(pl_xform_params)
-                                  : 0,
+                                               sizeof(pl_xform_params)
+                                         : 0,
   };
 }
 
@@ -74,10 +74,12 @@ static void delivered_layout(pl_core *c) {
     }
     c->layout.out_off[f] = pl_align_up(end, 256);
     c->layout.out_bytes[f] = pl_field_bytes(&c->layout.xf->out_fields[f]);
-    end = c->layout.out_off[f] + (uint64_t)p->batch_size * c->layout.out_bytes[f];
+    end =
+        c->layout.out_off[f] + (uint64_t)p->batch_size * c->layout.out_bytes[f];
   }
   c->layout.out_base = c->layout.xf ? pl_align_up(p->batch_bytes, 256) : 0;
-  c->layout.mem_bytes = c->layout.xf ? c->layout.out_base + PL_MAX(end, 1) : p->batch_bytes;
+  c->layout.mem_bytes =
+      c->layout.xf ? c->layout.out_base + PL_MAX(end, 1) : p->batch_bytes;
   for (int i = 0; c->layout.xf && i < c->layout.xf->n; i++) {
     c->layout.xf->f[i].in_off = p->fields[c->layout.xf->f[i].field].batch_off;
     c->layout.xf->f[i].out_off = c->layout.out_off[c->layout.xf->f[i].field];
@@ -125,16 +127,16 @@ static pl_status create_backend(pl_core *c, pl_device_kind kind,
  * direct mode, and the log says why. */
 static pl_status plan_and_create(pl_core *c, pl_device_kind kind,
                                  pl_error *err) {
-  pl_backend_caps caps = kind == PL_DEVICE_CPU ? pl_backend_cpu_caps()
-                                               : pl_backend_cuda_caps();
+  pl_backend_caps caps =
+      kind == PL_DEVICE_CPU ? pl_backend_cpu_caps() : pl_backend_cuda_caps();
   pl_plan_request req = plan_request(c);
   pl_copy_plan_free(&c->layout.copy);
   PL_TRY(pl_copy_plan_make(&caps, &req, &c->layout.copy, err));
   delivered_layout(c);
   double t0 = pl_now();
   pl_status s = create_backend(c, kind, err);
-  if (s != PL_OK && c->layout.copy.mode == PL_PLAN_DIRECT && s != PL_NO_DEVICE &&
-      s != PL_UNSUPPORTED) {
+  if (s != PL_OK && c->layout.copy.mode == PL_PLAN_DIRECT &&
+      s != PL_NO_DEVICE && s != PL_UNSUPPORTED) {
     direct_off(c, err ? err->message : pl_status_str(s));
     pl_error_clear(err);
     req.direct_copy = 0;
@@ -178,21 +180,24 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   c->ds = pl_dataset_retain(ds);
   c->cfg = *cfg;
   c->log = (pl_logger){cfg->log, cfg->log_user, cfg->log_level};
-  c->sampler = (pl_sampler){ds->length, cfg->shuffle,   cfg->seed,
-                            cfg->rank,  cfg->world_size, cfg->batch_size,
-                            cfg->drop_last};
+  c->sampler =
+      (pl_sampler){ds->length,      cfg->shuffle,    cfg->seed,     cfg->rank,
+                   cfg->world_size, cfg->batch_size, cfg->drop_last};
   pl_tune_setup(c); /* PL_AUTO: threads to start, a first depth */
   int w = c->cfg.num_workers;
   c->prefetch = c->cfg.prefetch ? c->cfg.prefetch : PL_MAX(2 * w, 2);
-  c->pool.max_slots = cfg->max_batch_buffers
-                     ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
-                     : PL_MAX(c->prefetch, c->tune.prefetch_max) + 2 + w;
+  c->pool.max_slots =
+      cfg->max_batch_buffers
+          ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
+          : PL_MAX(c->prefetch, c->tune.prefetch_max) + 2 + w;
   c->pool.max_slots += (int)cfg->replay_batches; /* <= 65536, by the table */
   c->pool.max_slots = PL_MAX(c->pool.max_slots, 1);
   c->pool.slots = pl_calloc((size_t)c->pool.max_slots, sizeof *c->pool.slots);
   *out = c;
-  c->layout.out_off = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->layout.out_off);
-  c->layout.out_bytes = pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->layout.out_bytes);
+  c->layout.out_off =
+      pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->layout.out_off);
+  c->layout.out_bytes =
+      pl_calloc((size_t)PL_MAX(ds->nfields, 1), sizeof *c->layout.out_bytes);
   if (!c->pool.slots || !c->layout.out_off || !c->layout.out_bytes)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   /* The plan keeps what it needs of the list: the caller's array may go. */

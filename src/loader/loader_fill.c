@@ -51,7 +51,8 @@ static void transform_sample(pl_core *c, pl_batch *b, uint32_t i, void **d) {
   for (int j = 0; j < x->n; j++) {
     int f = x->f[j].field;
     pl_xform_apply(x, &x->f[j], draws, d[f],
-                   out + c->layout.out_off[f] + (uint64_t)i * c->layout.out_bytes[f]);
+                   out + c->layout.out_off[f] +
+                       (uint64_t)i * c->layout.out_bytes[f]);
   }
 }
 
@@ -294,6 +295,7 @@ done:
   if (s != PL_OK && b->err.status == PL_OK)
     pl_errorf(&b->err, s, "%s", pl_status_str(s));
   uint64_t busy = (uint64_t)((pl_now() - t0) * 1e9);
-  atomic_fetch_add_explicit(&c->count.worker_busy_ns, busy, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->count.worker_busy_ns, busy,
+                            memory_order_relaxed);
   pl_timing_filled(&c->tm, b->read_ns, busy);
 }

@@ -108,10 +108,10 @@ struct pl_core {
   pl_loader_config cfg;
 
   pl_batch_layout layout; /* layout.h: where a batch's bytes go */
-  pl_pool pool;     /* pool.h: the batch buffers [mu] */
-  int prefetch;     /* jobs claimable ahead of the consumer */
-  pl_stream stream; /* stream.h: the job stream [mu] */
-  atomic_int stop;  /* [mu] to write; read anywhere */
+  pl_pool pool;           /* pool.h: the batch buffers [mu] */
+  int prefetch;           /* jobs claimable ahead of the consumer */
+  pl_stream stream;       /* stream.h: the job stream [mu] */
+  atomic_int stop;        /* [mu] to write; read anywhere */
   pl_counters count;
 
   pl_timing tm;       /* per-stage clocks (timing.c) */
@@ -130,7 +130,8 @@ struct pl_loader {
  * whole batch. Read without the lock: a stale answer only delays. */
 static inline int pl_core_abandoned(pl_core *c, const pl_batch *b) {
   return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
-         atomic_load_explicit(&c->stream.gen_now, memory_order_relaxed) != b->gen;
+         atomic_load_explicit(&c->stream.gen_now, memory_order_relaxed) !=
+             b->gen;
 }
 
 /* Fills a claimed batch (loader_fill.c) the way c->layout.copy says: sample

@@ -53,12 +53,13 @@ static pl_status queue_locked(pl_core *c, uint64_t epoch, pl_order *o,
                      "(pl_loader_set_order begins one)",
                      (unsigned long long)epoch);
   if (c->stream.first.num_batches == 0 || o->nbatches == 0)
-    return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "epoch %llu is empty: an empty epoch is given by "
-                     "pl_loader_set_order, never queued or followed",
-                     (unsigned long long)(o->nbatches ? c->stream.first.epoch
-                                                      : epoch));
-  if (c->stream.then && c->stream.next_deliver >= c->stream.base + c->stream.first.num_batches) {
+    return pl_errorf(
+        err, PL_INVALID_ARGUMENT,
+        "epoch %llu is empty: an empty epoch is given by "
+        "pl_loader_set_order, never queued or followed",
+        (unsigned long long)(o->nbatches ? c->stream.first.epoch : epoch));
+  if (c->stream.then &&
+      c->stream.next_deliver >= c->stream.base + c->stream.first.num_batches) {
     c->stream.base += c->stream.first.num_batches;
     pl_order_unref(c->stream.order);
     c->stream.order = c->stream.then;
@@ -82,9 +83,8 @@ static pl_status queue_locked(pl_core *c, uint64_t epoch, pl_order *o,
 }
 
 pl_status pl_loader_queue_order(pl_loader *ld, uint64_t epoch,
-                                const uint64_t *indices,
-                                const uint64_t *starts, uint64_t nbatches,
-                                pl_error *err) {
+                                const uint64_t *indices, const uint64_t *starts,
+                                uint64_t nbatches, pl_error *err) {
   pl_order *o = NULL;
   PL_TRY(order_given(ld, indices, starts, nbatches, &o, err));
   pl_core *c = ld->core;

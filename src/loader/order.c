@@ -23,22 +23,19 @@ pl_order *pl_order_ref(pl_order *o) {
 }
 
 static pl_status order_check(uint64_t length, uint32_t batch_size,
-                             const uint64_t *indices,
-                             const uint64_t *starts, uint64_t nb,
-                             pl_error *err) {
+                             const uint64_t *indices, const uint64_t *starts,
+                             uint64_t nb, pl_error *err) {
   if (nb && (!indices || !starts))
     return pl_errorf(err, PL_INVALID_ARGUMENT, "indices and starts are NULL");
   if (nb && starts[0] != 0)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "starts[0] is %llu, not 0",
                      (unsigned long long)starts[0]);
   for (uint64_t k = 0; k < nb; k++) {
-    if (starts[k + 1] <= starts[k] ||
-        starts[k + 1] - starts[k] > batch_size)
+    if (starts[k + 1] <= starts[k] || starts[k + 1] - starts[k] > batch_size)
       return pl_errorf(err, PL_INVALID_ARGUMENT,
                        "batch %llu has %lld samples (1 to batch_size %u)",
                        (unsigned long long)k,
-                       (long long)(starts[k + 1] - starts[k]),
-                       batch_size);
+                       (long long)(starts[k + 1] - starts[k]), batch_size);
   }
   uint64_t n = nb ? starts[nb] : 0;
   for (uint64_t i = 0; i < n; i++) {
@@ -54,8 +51,7 @@ static pl_status order_check(uint64_t length, uint32_t batch_size,
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "sample index %s (position %llu) is out of range "
                      "for %llu samples",
-                     idx, (unsigned long long)i,
-                     (unsigned long long)length);
+                     idx, (unsigned long long)i, (unsigned long long)length);
   }
   return PL_OK;
 }
@@ -74,8 +70,10 @@ static pl_status order_copy(const uint64_t *indices, const uint64_t *starts,
       free(o->starts);
     }
     free(o);
-    return pl_errorf(err, PL_NO_MEMORY, "out of memory for an order of %llu "
-                     "samples", (unsigned long long)n);
+    return pl_errorf(err, PL_NO_MEMORY,
+                     "out of memory for an order of %llu "
+                     "samples",
+                     (unsigned long long)n);
   }
   if (n)
     memcpy(o->indices, indices, (size_t)n * sizeof *indices);
@@ -102,6 +100,5 @@ uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
 
 void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
   uint64_t s = o->starts[batch];
-  memcpy(out, o->indices + s,
-         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
+  memcpy(out, o->indices + s, (size_t)(o->starts[batch + 1] - s) * sizeof *out);
 }

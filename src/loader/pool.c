@@ -25,7 +25,8 @@ int pl_pool_all_held(const pl_core *c) {
   if (c->pool.nslots + c->pool.growing < c->pool.max_slots)
     return 0;
   for (int i = 0; i < c->pool.nslots; i++)
-    if (c->pool.slots[i]->state != SLOT_HELD && c->pool.slots[i]->state != SLOT_CACHED)
+    if (c->pool.slots[i]->state != SLOT_HELD &&
+        c->pool.slots[i]->state != SLOT_CACHED)
       return 0;
   return 1;
 }

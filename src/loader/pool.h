@@ -51,7 +51,7 @@ struct pl_batch {
 typedef struct pl_pool {
   pl_batch **slots; /* all buffers allocated so far */
   int nslots;
-  int growing;      /* buffers being allocated outside the lock */
+  int growing; /* buffers being allocated outside the lock */
   int max_slots;
 } pl_pool;
 

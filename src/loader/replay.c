@@ -90,7 +90,7 @@ pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err) {
   if (c->stream.next_claim < c->stream.next_deliver)
     c->stream.next_claim = c->stream.next_deliver;
   c->stream.end_pending = !pl_core_job_exists(c, c->stream.next_deliver) ||
-                   job_starts_epoch(c, c->stream.next_deliver);
+                          job_starts_epoch(c, c->stream.next_deliver);
   *out = h;
   return PL_OK;
 }

@@ -22,9 +22,8 @@ uint64_t pl_loader_num_samples(const pl_loader *ld) {
   if (!ld)
     return 0;
   const pl_core *c = ld->core;
-  return c->sampler.drop_last
-             ? c->stream.full.num_batches * c->sampler.batch
-             : c->stream.full.per_rank;
+  return c->sampler.drop_last ? c->stream.full.num_batches * c->sampler.batch
+                              : c->stream.full.per_rank;
 }
 
 void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
@@ -41,9 +40,9 @@ void pl_loader_stats_get(const pl_loader *ld, pl_loader_stats *out) {
   pthread_mutex_unlock(&c->mu);
   out->batches_direct =
       atomic_load_explicit(&c->count.batches_direct, memory_order_relaxed);
-  out->worker_busy_s =
-      (double)atomic_load_explicit(&c->count.worker_busy_ns, memory_order_relaxed) *
-      1e-9;
+  out->worker_busy_s = (double)atomic_load_explicit(&c->count.worker_busy_ns,
+                                                    memory_order_relaxed) *
+                       1e-9;
   c->be->vt->stats(c->be, out);
 }
 

@@ -89,12 +89,15 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
   c->stream.base = 0;
   pl_sampler_plan(&c->sampler, 0, 0, &c->stream.full);
   pl_sampler_plan(&c->sampler, epoch, start, &c->stream.first);
-  if (c->stream.first.num_batches == 0 && start > 0 && c->stream.full.num_batches > 0)
+  if (c->stream.first.num_batches == 0 && start > 0 &&
+      c->stream.full.num_batches > 0)
     pl_sampler_plan(&c->sampler, ++epoch, 0, &c->stream.first);
   if (c->cfg.explicit_order) /* an empty explicit epoch until set_order */
-    c->stream.first.start = c->stream.first.per_rank = c->stream.first.num_batches = 0;
+    c->stream.first.start = c->stream.first.per_rank =
+        c->stream.first.num_batches = 0;
   c->stream.gen++;
-  atomic_store_explicit(&c->stream.gen_now, c->stream.gen, memory_order_relaxed);
+  atomic_store_explicit(&c->stream.gen_now, c->stream.gen,
+                        memory_order_relaxed);
   c->stream.next_claim = c->stream.next_deliver = 0;
   c->stream.end_pending = 0;
   c->stream.cur_epoch = epoch;

@@ -11,17 +11,17 @@
 #include <stdatomic.h>
 
 typedef struct pl_stream {
-  uint64_t gen;         /* bumped by every restart */
-  pl_order *order;      /* the explicit epoch `first`, or NULL */
-  pl_order *then;       /* the explicit epoch queued after it, or NULL */
-  pl_epoch_plan second; /* then's plan */
-  uint64_t base;        /* first's first job (0 but after a queue_order) */
-  pl_epoch_plan first;  /* the stream's first epoch (may be partial) */
-  pl_epoch_plan full;   /* plan of a whole epoch, epoch number aside */
-  uint64_t next_claim;  /* next job a filler takes */
-  uint64_t next_deliver;/* next job the consumer takes */
-  int end_pending;      /* the consumer owes an END_OF_EPOCH */
-  uint64_t cur_epoch;   /* epoch of the next delivery (for empty epochs) */
+  uint64_t gen;             /* bumped by every restart */
+  pl_order *order;          /* the explicit epoch `first`, or NULL */
+  pl_order *then;           /* the explicit epoch queued after it, or NULL */
+  pl_epoch_plan second;     /* then's plan */
+  uint64_t base;            /* first's first job (0 but after a queue_order) */
+  pl_epoch_plan first;      /* the stream's first epoch (may be partial) */
+  pl_epoch_plan full;       /* plan of a whole epoch, epoch number aside */
+  uint64_t next_claim;      /* next job a filler takes */
+  uint64_t next_deliver;    /* next job the consumer takes */
+  int end_pending;          /* the consumer owes an END_OF_EPOCH */
+  uint64_t cur_epoch;       /* epoch of the next delivery (for empty epochs) */
   _Atomic uint64_t gen_now; /* copy of gen, read without the lock */
 } pl_stream;
 

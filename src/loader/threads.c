@@ -101,7 +101,8 @@ void pl_workers_stop(pl_loader *ld) {
     }
     pl_log(&c->log, PL_LOG_WARN,
            "worker %d is stuck in a sample callback for more than %.1f s: "
-           "detached; it exits when the callback returns", i, timeout);
+           "detached; it exits when the callback returns",
+           i, timeout);
     pthread_detach(c->workers[i].thread);
   }
   ld->nthreads = 0;
@@ -126,8 +127,8 @@ pl_status pl_workers_start(pl_loader *ld, int n, pl_error *err) {
       pthread_mutex_lock(&c->mu);
       c->refs--;
       pthread_mutex_unlock(&c->mu);
-      return pl_errorf(err, PL_NO_MEMORY,
-                       "starting worker %d of %d: %s", i + 1, n, strerror(rc));
+      return pl_errorf(err, PL_NO_MEMORY, "starting worker %d of %d: %s", i + 1,
+                       n, strerror(rc));
     }
     ld->nthreads++;
   }

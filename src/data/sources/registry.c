@@ -47,7 +47,7 @@ const char *pl_source_want(char *buf, size_t n) {
   size_t used = (size_t)snprintf(buf, n, "(want");
   for (int i = 0; i < NROWS && used < n; i++)
     used += (size_t)snprintf(buf + used, n - used, "%s%s",
-                             !i                ? " "
+                             !i               ? " "
                              : i == NROWS - 1 ? " or "
                                               : ", ",
                              rows[i].info.usage);

@@ -4,11 +4,11 @@
  * elements, big-endian, row-major. dims[0] is the sample count; a sample is
  * dims[1:]. Multi-byte elements are swapped to host order in read (so view
  * offers only single-byte fields, or all on a big-endian host). */
-#include "data/dataset.h"
-#include "data/sources/registry.h"
 #include "core/memcopy.h"
+#include "data/dataset.h"
 #include "data/file_map.h"
 #include "data/map_guard.h"
+#include "data/sources/registry.h"
 
 #include <stdlib.h>
 #include <string.h>

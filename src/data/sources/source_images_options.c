@@ -3,8 +3,8 @@
 #include "data/dataset.h"
 #include "data/sources/registry.h"
 
-static pl_status images_from_options(const pl_options *o,
-                                     pl_image_options *m, pl_error *err) {
+static pl_status images_from_options(const pl_options *o, pl_image_options *m,
+                                     pl_error *err) {
   uint64_t size = m->size, resize = m->resize, train = 1, dct = 1, crop = 0;
   int on_error = 0;
   const char *flip_key, *dct_key;

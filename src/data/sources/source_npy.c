@@ -8,10 +8,10 @@
  * then the array's bytes. .npz is a zip archive of .npy members; np.savez
  * stores them uncompressed, so each member's array lies at a fixed offset
  * of the mapped archive and is read in place like a .npy file. */
-#include "data/dataset.h"
-#include "data/sources/registry.h"
 #include "core/memcopy.h"
+#include "data/dataset.h"
 #include "data/file_map.h"
+#include "data/sources/registry.h"
 
 #include <stdio.h>
 #include <stdlib.h>
