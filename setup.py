@@ -24,6 +24,13 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# The library's warning flags (CMakeLists.txt's PL_WARNINGS), for the
+# extension, the library and the CLI alike; warnings are errors in CI
+# (CI=true), as there.
+WARNINGS = ["-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
+            "-Wno-unused-parameter"] + (["-Werror"] if os.environ.get("CI") == "true" else [])
+
+
 def find_cuda():
     """(include dir, libcudart_static.a, nvcc) or None."""
     if os.environ.get("PINLOADER_NO_CUDA", "") not in ("", "0"):
@@ -132,7 +139,7 @@ def extension():
     include_dirs = ["include", "src", "python/pinloader"]
     # gnu-flavoured C11 as the CMake build (pthreads, mmap, clock_gettime);
     # the library's symbols stay inside the module (PL_STATIC_DEFINE + hidden).
-    cflags = ["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-O2"]
+    cflags = ["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-O2"] + WARNINGS
     macros = [("PL_STATIC_DEFINE", "1")]
     libraries = ["z", "m", "pthread"]
     extra_objects = []

@@ -378,6 +378,19 @@ PL_API pl_status pl_dataset_open_images(const char *root_or_list,
  * sources that never replace. */
 PL_API uint64_t pl_dataset_replaced(const pl_dataset *ds);
 
+/* The sources that a kind name opens (pl_dataset_open, specs, the CLI's
+ * --dataset, Python's datasets), one row each; the CLI's --help and
+ * Python's pinloader.sources() are made from these rows. */
+typedef struct pl_source_info {
+  const char *kind;  /* "tokens" */
+  const char *usage; /* "tokens:FILE[,FILE...]?context=T" */
+  const char *keys;  /* the option keys, space-separated; "" for none */
+  const char *doc;   /* what it reads, one line */
+} pl_source_info;
+/* Row i (0, 1, ...) of the registry; NULL past the last. Static data:
+ * callable from any thread. */
+PL_API const pl_source_info *pl_source_at(int i);
+
 /* Any source by kind ("idx", "cifar10", "tokens", "npy", "images"), its
  * files, and "key=value&key=value" options (NULL or "" for none; the keys
  * of each kind are listed in docs/sources.md). */
@@ -719,6 +732,13 @@ PL_API int pl_option_find(const char *name);
  * "unknown option 'x'". cfg is left unchanged on error. */
 PL_API pl_status pl_loader_config_set(pl_loader_config *cfg, const char *name,
                                       const char *value, pl_error *err);
+
+/* Every option of cfg against its range in the table, and rank below
+ * world_size: the checks pl_loader_create makes before it looks at the
+ * dataset (cfg's struct_size is checked first, as there). The error names
+ * the option and its range. Thread-safe. */
+PL_API pl_status pl_loader_config_check(const pl_loader_config *cfg,
+                                        pl_error *err);
 
 /* Option `name` of cfg as text that pl_loader_config_set accepts ("1",
  * "auto", "0.5"), into buf (NUL-terminated, at most len bytes). */

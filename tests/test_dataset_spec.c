@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static void expect_ok(const char *spec, uint64_t len, int64_t dim0) {
   pl_error err;
@@ -21,6 +22,33 @@ static void expect_bad(const char *spec, pl_status want, const char *needle) {
   CHECK_STATUS(pl_dataset_open_spec(spec, &ds, &err), want, &err);
   CHECK(ds == NULL);
   CHECK_MSG(&err, needle);
+}
+
+/* The registry's rows: every kind a spec opens, in the order of the
+ * "want" list, and NULL past the last; the unknown-kind message lists
+ * each row's usage. */
+static void check_registry(void) {
+  static const char *const kinds[] = {"idx", "cifar10", "tokens", "npy",
+                                      "images"};
+  int n = 0;
+  for (const pl_source_info *s; (s = pl_source_at(n)); n++) {
+    CHECK(n < 5 && !strcmp(s->kind, kinds[n]));
+    CHECK(!strncmp(s->usage, s->kind, strlen(s->kind)) &&
+          s->usage[strlen(s->kind)] == ':');
+    CHECK(s->keys && s->doc && s->doc[0]);
+  }
+  CHECK(n == 5 && !pl_source_at(-1));
+  CHECK(!strcmp(pl_source_at(2)->keys, "context samples stride dtype format"));
+  expect_bad("mnist:a", PL_INVALID_ARGUMENT,
+             "(want idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
+             "tokens:FILE[,FILE...]?context=T, npy:FILE[,FILE...] or "
+             "images:ROOT)");
+  pl_error err;
+  pl_dataset *ds = NULL;
+  const char *one[] = {"a"};
+  CHECK_STATUS(pl_dataset_open("idx", one, 1, "x=1", &ds, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "idx takes no options");
 }
 
 int main(void) {
@@ -63,6 +91,7 @@ int main(void) {
   expect_bad(spec, PL_IO, "nope.bin: cannot open: No such file");
   snprintf(spec, sizeof spec, "idx:%s,%s", lb, c1);
   expect_bad(spec, PL_FORMAT, "c1.bin: bad IDX magic");
+  check_registry();
   pl_error err;
   CHECK_STATUS(pl_dataset_open_spec("idx:a,b", NULL, &err),
                PL_INVALID_ARGUMENT, &err);

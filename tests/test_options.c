@@ -415,7 +415,30 @@ static void cli_usage_lists_every_option(void) {
   }
 }
 
+/* pl_loader_config_check: the table's checks without a dataset, as
+ * pl_loader_create makes them. */
+static void config_check(void) {
+  pl_loader_config cfg;
+  pl_error err;
+  pl_loader_config_init(&cfg);
+  CHECK_OK(pl_loader_config_check(&cfg, &err), &err);
+  cfg.batch_size = 0;
+  CHECK_STATUS(pl_loader_config_check(&cfg, &err), PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "batch_size must be in [1, ");
+  pl_loader_config_init(&cfg);
+  cfg.rank = 2;
+  cfg.world_size = 2;
+  CHECK_STATUS(pl_loader_config_check(&cfg, &err), PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "rank must be below world_size");
+  pl_loader_config_init(&cfg);
+  cfg.struct_size = PL_LOADER_CONFIG_MIN_SIZE - 1;
+  CHECK_STATUS(pl_loader_config_check(&cfg, &err), PL_INVALID_ARGUMENT, &err);
+  CHECK_MSG(&err, "config.struct_size is");
+  CHECK_STATUS(pl_loader_config_check(NULL, &err), PL_INVALID_ARGUMENT, &err);
+}
+
 int main(void) {
+  config_check();
   table();
   setting();
   validation();

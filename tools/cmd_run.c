@@ -45,11 +45,8 @@ enum { F_DATASET, F_EPOCHS, F_MAX_BATCHES, F_ORDER_OUT, F_SAVE_STATE,
        F_RANDOM_CROP, F_FLIP, F_TO, F_NORMALIZE, F_CHANNELS_LAST,
        F_INT64_LABELS };
 static const cli_flag run_flags[] = {
-    {"dataset", "SPEC", "idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
-     "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...] or "
-     "images:ROOT[?size=224] (options: docs/sources.md; "
-     "default: Fashion-MNIST train from " FASHION_DIR ")", F_DATASET, 0, 0, 0,
-     NULL},
+    /* doc: made by dataset_doc from the source registry */
+    {"dataset", "SPEC", NULL, F_DATASET, 0, 0, 0, NULL},
     {"epochs", "N", "epochs in the whole run (default 1); with --resume, "
      "what is left of them", F_EPOCHS, 1, 1, UINT64_MAX, NULL},
     {"max-batches", "N", "stop after N batches (default: no limit)",
@@ -189,6 +186,22 @@ static int on_run_flag(void *user, const cli_flag *f, const char *v,
   return 0;
 }
 
+/* --dataset's help: each source's usage line, from the registry. */
+static const char *dataset_doc(char *buf, size_t n) {
+  size_t used = 0;
+  const pl_source_info *s;
+  for (int i = 0; (s = pl_source_at(i)) && used < n; i++)
+    used += (size_t)snprintf(buf + used, n - used, "%s%s",
+                             !i                     ? ""
+                             : pl_source_at(i + 1) ? ", "
+                                                   : " or ",
+                             s->usage);
+  if (used < n)
+    snprintf(buf + used, n - used, " (options: docs/sources.md; default: "
+             "Fashion-MNIST train from " FASHION_DIR ")");
+  return buf;
+}
+
 /* 0: run; 2: a usage mistake (explained); -1: --help printed. */
 static int parse_run(run_opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
@@ -199,9 +212,13 @@ static int parse_run(run_opts *o, int argc, char **argv) {
   o->cfg.log = cli_log;
   o->epochs = 1;
   o->dataset = DEFAULT_DATASET;
-  cli_parser p = {"pinloader run", run_flags,
-                  sizeof run_flags / sizeof run_flags[0], &o->cfg,
-                  on_run_flag, o, {0}};
+  enum { NFLAGS = sizeof run_flags / sizeof run_flags[0] };
+  cli_flag flags[NFLAGS];
+  char doc[1024];
+  memcpy(flags, run_flags, sizeof flags);
+  flags[0].doc = dataset_doc(doc, sizeof doc); /* flags[0]: --dataset */
+  cli_parser p = {"pinloader run", flags, NFLAGS, &o->cfg, on_run_flag, o,
+                  {0}};
   int rc = cli_parse_args(&p, argc, argv);
   o->shard_keep = cli_shard_keep(&p);
   o->epoch_set = cli_was_set(&p, "epoch");

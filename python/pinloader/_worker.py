@@ -1,7 +1,7 @@
 """Filling batches from a Python dataset: in a worker process, or in the
 loader's own threads (worker_mode="thread", num_workers=0).
 
-The C side is python/pinloader/workers.c: a loader thread sends a worker
+The C side is python/pinloader/procset.c: a loader thread sends a worker
 process a request (batch indices, epoch, seed, where each field lies in
 the batch memory, whose memfd comes attached) and waits, without the GIL,
 for the reply. The process writes each sample's fields straight into the
@@ -26,19 +26,21 @@ from . import _collate
 from . import _compat
 from . import _pinloader as _C
 
-# magic, nfields, n, flags; buffer id, fd_bytes, epoch, seed, batch, base_seed,
-# first (the batch position of indices[0]: a chunk of a split batch)
-REQ = struct.Struct("=4I7Q")
-REP = struct.Struct("=IIQ")  # magic, status, payload length
-REQ_MAGIC = 0x51524C50
-REP_MAGIC = 0x50524C50
-REQ_RESEED, REQ_PROGRESS = 1, 2
-REP_OK, REP_ERROR, REP_PROGRESS = 0, 1, 3
+# The wire format, declared once in C (python/pinloader/wire.h) and read
+# here. Request head: magic, nfields, n, flags; buffer id, fd_bytes, epoch,
+# seed, batch, base_seed, first (the batch position of indices[0]: a chunk
+# of a split batch). Reply head: magic, status, payload length.
+_W = _C.WIRE
+REQ = struct.Struct(_W["REQ"])
+REP = struct.Struct(_W["REP"])
+REQ_MAGIC, REP_MAGIC = _W["REQ_MAGIC"], _W["REP_MAGIC"]
+REQ_RESEED, REQ_PROGRESS = _W["REQ_RESEED"], _W["REQ_PROGRESS"]
+REP_OK, REP_ERROR, REP_PROGRESS = _W["REP_OK"], _W["REP_ERROR"], _W["REP_PROGRESS"]
 # Balanced workers: the global generators restart every CHUNK samples of a
 # batch (seed_chunk), and a batch that the first round of an iteration
-# splits over idle workers is split at these boundaries (workers.c's
+# splits over idle workers is split at these boundaries (wire.h's
 # SPLIT_CHUNK), so its samples draw the same numbers however it is split.
-CHUNK = 64
+CHUNK = _W["CHUNK"]
 
 # ---------------------------------------------------------------- per-sample RNG
 

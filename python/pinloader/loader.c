@@ -1,7 +1,6 @@
 /* The Loader type: the option table as keyword arguments (range-checked in
  * C), the log hook into Python's logging, next() with the GIL released in
  * slices (Ctrl-C), errors as the consumer should see them. */
-#include "core/options.h" /* pl_options_check (check_options) */
 #include "module.h"
 
 #include <pthread.h>
@@ -381,7 +380,7 @@ static PyObject *mod_check_options(PyObject *m, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_ValueError, err.message);
     return NULL;
   }
-  if (pl_options_check(&cfg, &err) != PL_OK)
+  if (pl_loader_config_check(&cfg, &err) != PL_OK)
     return raise_pl(&err);
   return config_dict(&cfg);
 }

@@ -1,18 +1,26 @@
 /* What the files of the pinloader._pinloader extension share.
  *
- *   _pinloader.c  the module, its errors, dtypes
- *   datasets.c    Dataset: native sources, Python datasets through the
- *                 per-sample callback, field values
- *   batches.c     Batch, FieldArray: the batch holder, DLPack export
- *   loader.c      Loader: the option table, the log hook, next()
+ * The files form a tree (scripts/check-layers.py checks that no circle of
+ * calls forms): the module file at the root calls each part's init; the
+ * parts call each other downwards only; the leaves, common.c and fields.c,
+ * call none of them.
+ *
+ *   _pinloader.c  the module: its functions, each part's init
  *   iter.c        the iterator a DataLoader hands out (LoaderIter): no batch
  *                 is lost to Ctrl-C; explicit orders (set_order)
- *   workers.c     worker processes: the batch callback that sends a batch's
- *                 indices to a worker process and waits for it, without the
- *                 GIL, while the process writes the samples into shared
- *                 batch memory
+ *   loader.c      Loader: the option table, the log hook, next()
+ *   batches.c     Batch, FieldArray: the batch holder, DLPack export
  *   samples.c     SampleWriter: a sample's common case written into its
  *                 place in the batch in C (the rest: _collate.write_sample)
+ *   datasets.c    Dataset: native sources, Python datasets through the
+ *                 per-sample callback, field values
+ *   procset.c     worker processes: the ProcSet type and the batch callback
+ *                 that sends a batch's indices to a worker process and waits
+ *                 for it, without the GIL, while the process writes the
+ *                 samples into shared batch memory (procset.h: its parts,
+ *                 channels.c, wire.c, split.c, local_fill.c, cpu_time.c)
+ *   common.c      pinloader.Error, thread-local read flags, shape tuples
+ *   fields.c      the dtype table and the field-tuple parser
  *
  * Everything here has hidden visibility (the module exports PyInit only). */
 #ifndef PL_PY_MODULE_H
@@ -56,17 +64,22 @@ extern _Thread_local int in_getitem;
 extern _Thread_local PyObject **consumer_interrupt;
 extern PyTypeObject DatasetType, LoaderType, BatchType, FieldArrayType;
 
-/* _pinloader.c: dtypes by name, buffer format and DLPack code. */
+/* fields.c: dtypes by name, buffer format and DLPack code; fields from a
+ * sequence of (name, dtype, shape[, offset]) tuples (PyMem_Calloc'ed;
+ * offsets may be NULL; a name of PL_NAME_MAX bytes or more is refused). */
 int dtype_from_name(const char *name, pl_dtype *out);
 int dtype_from_format(const char *fmt, Py_ssize_t itemsize, pl_dtype *out);
 const char *format_of(pl_dtype t);
 DLDataType dl_dtype(pl_dtype t);
+int fields_from(PyObject *seq, pl_field **fields, uint64_t **offsets, int *n);
+/* common.c: a shape as a tuple; "uint8 (3, 32, 32)" for messages. */
 PyObject *shape_tuple(int ndim, const int64_t *shape);
 void describe_c(pl_dtype t, int ndim, const int64_t *shape, char *buf, size_t n);
 /* datasets.c: the stored exception of the Python sample err names,
  * re-raised as itself with a note naming the sample. */
 PyObject *raise_callback(pycb *cb, const pl_error *err);
 
+/* common.c: pinloader.Error from a status and message, or a pl_error. */
 PyObject *raise_status(pl_status s, const char *message);
 PyObject *raise_pl(const pl_error *err);
 /* The error of a failed pl_loader_next, as the consumer should see it. */
@@ -78,7 +91,7 @@ int loader_enter(LoaderObject *self);
 /* A Dataset object owning ds; cb is NULL but for per-sample callbacks. */
 PyObject *dataset_wrap(pl_dataset *ds, pycb *cb);
 
-/* _pinloader.c: PyType_Ready and add to the module. */
+/* common.c: PyType_Ready and add to the module. */
 int pl_py_add_type(PyObject *m, PyTypeObject *t, const char *name);
 
 /* Each file's part of the module: its types and functions. */

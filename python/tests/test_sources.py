@@ -396,3 +396,16 @@ def test_error_path_names_the_file(tmp_path):
     with pytest.raises(pinloader.Error) as e:
         datasets.ImageFolder(tmp_path, size=16, scale=(0.5, 0.2))
     assert e.value.path is None
+
+
+# ---------------------------------------------------------------- registry
+
+def test_source_registry_lists_each_kind_with_its_keys():
+    from pinloader import _pinloader as C
+    rows = C.sources()
+    assert [r["kind"] for r in rows] == ["idx", "cifar10", "tokens", "npy", "images"]
+    by = {r["kind"]: r for r in rows}
+    assert by["tokens"]["keys"] == ("context", "samples", "stride", "dtype", "format")
+    assert by["idx"]["keys"] == () and by["idx"]["usage"] == "idx:IMAGES,LABELS"
+    assert "flip_p" in by["images"]["keys"]
+    assert all(r["usage"].startswith(r["kind"] + ":") and r["doc"] for r in rows)

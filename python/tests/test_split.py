@@ -1,4 +1,4 @@
-"""The first round of an iteration split over idle workers (workers.c,
+"""The first round of an iteration split over idle workers (split.c,
 read_split): a batch of more than 64 samples goes out in 64-sample chunks,
 each to the next idle worker, and the global generators restart at every
 chunk boundary, split or not (_worker.seed_chunk). What is checked: the

@@ -15,7 +15,8 @@
  * from the cache without touching DRAM (for 3 MB batches the two measured
  * the same, within run-to-run noise). So streaming is a per-thread switch
  * that the loader turns on for its workers when a batch buffer is large
- * (loader.c); bench/results/gpu-engine-h200-2026-12-01.md has the numbers.
+ * (loader/loader_fill.c); bench/results/gpu-engine-h200-2026-12-01.md has the
+ * numbers.
  *
  * Non-temporal stores are weakly ordered: whoever used pl_copy_stream must
  * call pl_copy_fence before the bytes are handed to another agent (the

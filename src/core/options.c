@@ -441,3 +441,11 @@ pl_status pl_loader_config_get(const pl_loader_config *cfg, const char *name,
   value_text(o, value_read(cfg, o), buf, len);
   return PL_OK;
 }
+
+pl_status pl_loader_config_check(const pl_loader_config *cfg, pl_error *err) {
+  pl_loader_config full;
+  if (!cfg)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "config is NULL");
+  PL_TRY(pl_loader_config_upgrade(cfg, &full, err));
+  return pl_options_check(&full, err);
+}

@@ -155,3 +155,15 @@ pl_status pl_options_choice(const pl_options *o, const char *key,
                      choices);
   return PL_OK;
 }
+
+pl_status pl_options_key_of(const pl_options *o, const char *name,
+                            const char *alias, const char **key,
+                            pl_error *err) {
+  *key = pl_options_get(o, alias) ? alias : name;
+  if (pl_options_get(o, alias) && pl_options_get(o, name))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "%s: options '%s' and '%s' (its deprecated spelling) "
+                     "both given",
+                     o->kind, name, alias);
+  return PL_OK;
+}

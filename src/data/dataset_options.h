@@ -35,6 +35,10 @@ pl_status pl_options_pair(const pl_options *o, const char *key, double *a,
 /* One of the words in `choices` (space-separated); *out is its position. */
 pl_status pl_options_choice(const pl_options *o, const char *key,
                             const char *choices, int *out, pl_error *err);
+/* The key an option was given under: its name, or its deprecated alias;
+ * both at once are refused. */
+pl_status pl_options_key_of(const pl_options *o, const char *name,
+                            const char *alias, const char **key, pl_error *err);
 /* The value as given, or NULL. */
 const char *pl_options_get(const pl_options *o, const char *key);
 

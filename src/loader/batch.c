@@ -28,19 +28,22 @@ static int field_ok(const pl_batch *b, int field) {
 void *pl_batch_data(const pl_batch *b, int field) {
   if (!field_ok(b, field))
     return NULL;
-  return (char *)b->mem.data + b->core->out_base + b->core->out_off[field];
+  return (char *)b->mem.data + b->core->layout.out_base +
+         b->core->layout.out_off[field];
 }
 
 uint64_t pl_batch_bytes(const pl_batch *b, int field) {
-  return field_ok(b, field) ? (uint64_t)b->size * b->core->out_bytes[field]
-                            : 0;
+  return field_ok(b, field)
+             ? (uint64_t)b->size * b->core->layout.out_bytes[field]
+             : 0;
 }
 
 const pl_field *pl_batch_field(const pl_batch *b, int field) {
   if (!field_ok(b, field))
     return NULL;
   const pl_core *c = b->core;
-  return c->xf ? &c->xf->out_fields[field] : &c->ds->fields[field];
+  return c->layout.xf ? &c->layout.xf->out_fields[field]
+                      : &c->ds->fields[field];
 }
 
 pl_device_kind pl_batch_device(const pl_batch *b, int *index) {
@@ -81,7 +84,8 @@ pl_status pl_batch_copy_to_host(pl_batch *b, int field, uint64_t offset,
     return pl_core_forked(b->core, err);
   pl_backend *be = b->core->be;
   return be->vt->read_back(be, &b->mem,
-                           b->core->out_base + b->core->out_off[field] + offset,
+                           b->core->layout.out_base +
+                               b->core->layout.out_off[field] + offset,
                            dst, n, err);
 }
 

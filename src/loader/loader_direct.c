@@ -25,7 +25,7 @@ static int region_start(const pl_copy_plan *p, const uint8_t *src) {
  * the dataset and in the batch. Returns the new span count. */
 static int field_spans(pl_core *c, pl_batch *b, int f, int n) {
   const pl_dataset *ds = c->ds;
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   uint64_t fb = p->fields[f].bytes;
   for (uint32_t i = 0; i < b->size; i++) {
     const uint8_t *src = ds->vt->view(ds, b->sample_idx[i], f);
@@ -46,7 +46,7 @@ static int field_spans(pl_core *c, pl_batch *b, int f, int n) {
  * each. Returns the new span count, or -1 if the batch was abandoned. */
 static int gather_small(pl_core *c, pl_batch *b, int n) {
   const pl_dataset *ds = c->ds;
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   uint8_t *host = b->mem.host;
   for (uint32_t i = 0; i < b->size; i++) {
     for (int f = 0; f < p->nfields; f++) {
@@ -55,7 +55,7 @@ static int gather_small(pl_core *c, pl_batch *b, int n) {
       if (fp->route != PL_ROUTE_DIRECT && f < ds->nfields)
         memcpy(dst, ds->vt->view(ds, b->sample_idx[i], f), fp->bytes);
       else if (fp->route != PL_ROUTE_DIRECT) /* the transforms' draws */
-        pl_xform_draw(c->xf, c->cfg.seed, b->epoch, b->sample_idx[i],
+        pl_xform_draw(c->layout.xf, c->cfg.seed, b->epoch, b->sample_idx[i],
                       (pl_xform_params *)(void *)dst);
     }
     if ((i & 1023) == 1023 && pl_core_abandoned(c, b))
@@ -96,7 +96,7 @@ static pl_status guarded_reads(pl_core *c, pl_batch *b, int *n) {
   if (pl_map_guard_enter(&g))
     return pl_map_guard_failed(&g, &b->err);
   touch_direct_ends(b, *n);
-  int k = c->copy.stage_bytes ? gather_small(c, b, *n) : *n;
+  int k = c->layout.copy.stage_bytes ? gather_small(c, b, *n) : *n;
   pl_map_guard_leave(&g);
   if (k < 0)
     return pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
@@ -106,7 +106,7 @@ static pl_status guarded_reads(pl_core *c, pl_batch *b, int *n) {
 
 pl_status pl_direct_fill(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   int n = 0;
   for (int f = 0; f < p->nfields; f++)
     if (p->fields[f].route == PL_ROUTE_DIRECT)
@@ -121,6 +121,6 @@ pl_status pl_direct_fill(pl_core *c, pl_batch *b) {
   }
   PL_TRY(bv->submit(c->be, &b->mem, b->spans, n,
                     PL_SPANS_FIRST | PL_SPANS_LAST, &b->err));
-  atomic_fetch_add_explicit(&c->batches_direct, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->count.batches_direct, 1, memory_order_relaxed);
   return PL_OK;
 }

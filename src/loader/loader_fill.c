@@ -41,17 +41,18 @@ static void compute_indices(const pl_core *c, pl_batch *b) {
  * extra field; on the CPU (xf_host) the transformed fields straight into
  * the delivered arrays, out_base on. */
 static void transform_sample(pl_core *c, pl_batch *b, uint32_t i, void **d) {
-  const pl_xform_plan *x = c->xf;
+  const pl_xform_plan *x = c->layout.xf;
   pl_xform_params *draws = x->nparams ? d[c->ds->nfields] : NULL;
   if (draws)
     pl_xform_draw(x, c->cfg.seed, b->epoch, b->sample_idx[i], draws);
-  if (!c->xf_host)
+  if (!c->layout.xf_host)
     return; /* the device transforms the batch after its copy */
-  uint8_t *out = (uint8_t *)b->mem.data + c->out_base;
+  uint8_t *out = (uint8_t *)b->mem.data + c->layout.out_base;
   for (int j = 0; j < x->n; j++) {
     int f = x->f[j].field;
     pl_xform_apply(x, &x->f[j], draws, d[f],
-                   out + c->out_off[f] + (uint64_t)i * c->out_bytes[f]);
+                   out + c->layout.out_off[f] +
+                       (uint64_t)i * c->layout.out_bytes[f]);
   }
 }
 
@@ -60,7 +61,7 @@ static void transform_sample(pl_core *c, pl_batch *b, uint32_t i, void **d) {
  * delivered arrays of a transformed loader were never written). bp: each
  * field's staging, sample i at bp[f] + i * bytes[f]. */
 static pl_status transform_batch(pl_core *c, pl_batch *b, void *const *bp) {
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   void *local[64];
   void **d = p->nfields <= 64 ? local
                               : pl_malloc((size_t)p->nfields * sizeof *d);
@@ -81,7 +82,7 @@ static pl_status transform_batch(pl_core *c, pl_batch *b, void *const *bp) {
  * too (transform_sample). d: room for the plan's nfields pointers. */
 static pl_status read_samples_into(pl_core *c, pl_batch *b, uint32_t i0,
                                    uint32_t i1, uint8_t *base, void **d) {
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   int timed = c->cfg.timeout_s > 0;
   const pl_sample_ctx ctx = {c->cfg.seed, b->epoch, &c->log};
   pl_status s = PL_OK;
@@ -95,7 +96,7 @@ static pl_status read_samples_into(pl_core *c, pl_batch *b, uint32_t i0,
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
     s = pl_dataset_read_sample(c->ds, b->sample_idx[i], &ctx, d, &b->err);
-    if (s == PL_OK && c->xf)
+    if (s == PL_OK && c->layout.xf)
       transform_sample(c, b, i, d);
     if (s == PL_OK && pl_core_abandoned(c, b))
       s = pl_errorf(&b->err, PL_CLOSED, "batch abandoned");
@@ -118,7 +119,7 @@ static pl_status read_guarded(pl_core *c, pl_batch *b, uint32_t i0,
  * signal; one sigsetjmp per batch, not per sample. */
 static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
                               uint32_t i1, uint8_t *base) {
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   void *dst[64];
   void **d = p->nfields <= 64 ? dst : pl_malloc((size_t)p->nfields * sizeof *d);
   if (!d)
@@ -137,7 +138,7 @@ static pl_status read_samples(pl_core *c, pl_batch *b, uint32_t i0,
 
 static pl_status fill_whole(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   pl_copy_set_streaming(p->batch_bytes >= STREAM_BATCH_BYTES);
   PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
   pl_status s = read_samples(c, b, 0, b->size, b->mem.host);
@@ -171,7 +172,7 @@ static int dst_abandoned(const pl_batch_dst *dst) {
  * staging laid out as the batch), then it is submitted as one span. */
 static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
   void *base[64];
   uint64_t off[64];
@@ -215,7 +216,7 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
     if (timed)
       atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
   }
-  if (s == PL_OK && c->xf)
+  if (s == PL_OK && c->layout.xf)
     s = transform_batch(c, b, bp);
   if (bp != base)
     free(bp);
@@ -249,7 +250,7 @@ static int chunk_spans(const pl_copy_plan *p, pl_batch *b, uint32_t i0,
 
 static pl_status fill_chunked(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
-  const pl_copy_plan *p = &c->copy;
+  const pl_copy_plan *p = &c->layout.copy;
   pl_copy_set_streaming(0);
   for (uint64_t k0 = 0; k0 < b->size; k0 += p->chunk_samples) {
     uint32_t i0 = (uint32_t)k0,
@@ -279,7 +280,7 @@ void pl_fill(pl_core *c, pl_batch *b) {
     s = fill_by_batch(c, b);
     goto done;
   }
-  switch (c->copy.mode) {
+  switch (c->layout.copy.mode) {
   case PL_PLAN_DIRECT:
     s = pl_direct_fill(c, b);
     break;
@@ -294,6 +295,7 @@ done:
   if (s != PL_OK && b->err.status == PL_OK)
     pl_errorf(&b->err, s, "%s", pl_status_str(s));
   uint64_t busy = (uint64_t)((pl_now() - t0) * 1e9);
-  atomic_fetch_add_explicit(&c->worker_busy_ns, busy, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->count.worker_busy_ns, busy,
+                            memory_order_relaxed);
   pl_timing_filled(&c->tm, b->read_ns, busy);
 }

@@ -1,5 +1,6 @@
-/* The loader's shared state, seen by loader.c (the job stream, the workers
- * and the consumer), batch.c (the batch handle) and state.c (checkpoints).
+/* The loader's shared state: pl_core, made of sub-structs each with a
+ * header of its own (layout.h, pool.h, stream.h, order.h, timing.h,
+ * tune.h), and the calls the loader's files make to each other.
  *
  * Ownership. A pl_loader is a thin handle on a pl_core. The core, with its
  * backend and batch buffers, is reference-counted: one reference for the
@@ -14,11 +15,24 @@
  * parked ones (it changed how many are active, or stop), ready_cv the
  * consumer (a batch became ready or failed, or a buffer was released).
  *
- * Who calls whom: loader.c (create, the job stream, workers, consumer)
- * calls loader_fill.c (pl_fill), which calls loader_direct.c; batch.c and
- * state.c call loader.c; loader.c, replay.c and state.c call stream.c (the
- * stream's arithmetic), which calls none of them. Nothing calls back up
- * that chain.
+ * The parts, each a file (and the state it owns a sub-struct of pl_core
+ * with a header of its own):
+ *   loader_create.c  create and destroy: options, plan, backend, layout
+ *   core.c           the core's references, its free
+ *   pool.c           the batch buffers (pool.h: pl_batch, pl_pool)
+ *   stream.c         the job stream: restarts, skips, claims and
+ *                    publishes, its arithmetic
+ *                    (stream.h: pl_stream; order.h: explicit epochs)
+ *   threads.c        the worker threads: claim, fill, publish
+ *   consumer.c       pl_loader_next: delivery, failures, stall detection
+ *   loader_order.c   set_order, queue_order, set_epoch
+ *   stats.c          counters, device, sync (pl_counters here)
+ *   loader_fill.c, loader_direct.c  filling one batch
+ *   batch.c, state.c, replay.c, timing.c, tune.c  as their headers say
+ * Calls go one way (scripts/check-layers.py checks that no circle of
+ * files forms): create, the consumer and the workers call the pool, the
+ * stream, the fill and core.c; the fill calls loader_direct.c; the pool,
+ * the stream and the order call none of those above them.
  *
  * The job stream. Batches are numbered jobs 0, 1, 2, ... from the stream's
  * start (creation, set_epoch, set_order or load_state start a new stream
@@ -37,7 +51,11 @@
 
 #include "backend/backend.h"
 #include "data/dataset.h"
+#include "loader/layout.h"
+#include "loader/order.h"
+#include "loader/pool.h"
 #include "loader/sampler.h"
+#include "loader/stream.h"
 #include "loader/timing.h"
 #include "loader/tune.h"
 
@@ -45,17 +63,6 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 #include <unistd.h>
-
-typedef enum {
-  SLOT_FREE = 0, /* in the free list */
-  SLOT_FILLING,  /* a worker (or the consumer, with 0 workers) fills it */
-  SLOT_READY,    /* filled, waiting to be delivered */
-  SLOT_FAILED,   /* its job failed: err says why */
-  SLOT_HELD,     /* handed to the consumer */
-  SLOT_CACHED    /* kept for the replay (replay.c), out of circulation */
-} slot_state;
-
-typedef struct pl_core pl_core;
 
 /* One worker thread. Lives in the core, not the handle: a worker detached
  * by destroy (stuck in a callback) still holds its core reference and
@@ -66,50 +73,6 @@ typedef struct pl_worker {
   int exited; /* [mu] */
 } pl_worker;
 
-/* An explicit epoch (loader_order.c, pl_loader_set_order): batch k is
- * indices[starts[k] .. starts[k+1]). Immutable once made; refcounted. */
-typedef struct pl_order {
-  atomic_int refs;
-  uint64_t *indices;
-  uint64_t *starts;
-  uint64_t nbatches;
-} pl_order;
-
-/* Checks an explicit order against the loader (indices in range, batches
- * of 1 to batch_size samples) and copies it, with one reference. */
-pl_status pl_order_new(const pl_core *c, const uint64_t *indices,
-                       const uint64_t *starts, uint64_t nb, pl_order **out,
-                       pl_error *err);
-pl_order *pl_order_ref(pl_order *o);
-void pl_order_unref(pl_order *o); /* accepts NULL */
-uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch);
-void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out);
-
-struct pl_batch {
-  pl_core *core;
-  pl_bufmem mem;
-  slot_state state; /* [mu] */
-  uint64_t gen;     /* [mu] stream of the job */
-  uint64_t job;     /* [mu] job number in that stream */
-  uint64_t epoch;   /* the rest: written when claimed or by the filler */
-  uint64_t index;
-  pl_epoch_plan plan;
-  pl_order *order; /* the explicit order it was claimed from, or NULL */
-  uint32_t size;
-  uint64_t *sample_idx; /* batch_size entries */
-  pl_span *spans;       /* plan.max_spans entries */
-  pl_error err;
-  /* Stall detection: the sample being read and since when (timeout_s). */
-  _Atomic uint64_t cur_sample;
-  _Atomic double cur_t0;
-  /* Timings (timing.h): when it was handed out; reads of this fill. */
-  double t_out;
-  uint64_t read_ns;
-  /* The replay (replay.c): kept for it, or a handle on a kept batch. */
-  int cached;
-  pl_batch *replay_of;
-};
-
 /* The replay (replay.c) [mu]: the batches kept, and whether handing them
  * out again has begun. */
 typedef struct pl_replay {
@@ -118,6 +81,14 @@ typedef struct pl_replay {
   uint64_t delivered; /* loaded batches handed out so far */
   int active;
 } pl_replay;
+
+/* What pl_loader_stats reports (stats.c). [mu] except the atomics. */
+typedef struct pl_counters {
+  uint64_t batches_delivered, samples_delivered, bytes_delivered;
+  double consumer_wait_s;
+  _Atomic uint64_t worker_busy_ns;
+  _Atomic uint64_t batches_direct;
+} pl_counters;
 
 struct pl_core {
   pthread_mutex_t mu;
@@ -136,51 +107,12 @@ struct pl_core {
   pl_sampler sampler;
   pl_loader_config cfg;
 
-  /* How batches reach the backend's memory: routes, layouts, staging
-   * (backend/copy_plan.h). Made before the backend, fixed after. */
-  pl_copy_plan copy;
-
-  /* Transforms (data/transform.h), fixed at create; xf NULL: none. The
-   * copy plan lays out the staged bytes (the dataset's fields, then the
-   * draws as plan field ds->nfields); the delivered arrays follow in the
-   * same buffer, from out_base: out_off / out_bytes per field. The CUDA
-   * backend transforms after the copy; on the CPU (xf_host) the workers
-   * transform each sample as soon as it is read. Without transforms the
-   * delivered arrays are the staged ones (out_base 0, the plan's
-   * offsets). */
-  pl_xform_plan *xf;
-  int xf_host;
-  uint64_t out_base;
-  uint64_t *out_off;
-  uint64_t *out_bytes;
-  uint64_t mem_bytes; /* one batch buffer */
-
-  pl_batch **slots; /* [mu] all buffers allocated so far */
-  int nslots;       /* [mu] */
-  int growing;      /* [mu] buffers being allocated outside the lock */
-  int max_slots;
-  int prefetch;
-
-  /* The job stream [mu]. */
-  uint64_t gen;
-  pl_order *order;      /* the explicit epoch `first`, or NULL */
-  pl_order *then;       /* the explicit epoch queued after it, or NULL */
-  pl_epoch_plan second; /* then's plan */
-  uint64_t base;        /* first's first job (0 but after a queue_order) */
-  pl_epoch_plan first;  /* the stream's first epoch (may be partial) */
-  pl_epoch_plan full;   /* plan of a whole epoch, epoch number aside */
-  uint64_t next_claim;  /* next job a filler takes */
-  uint64_t next_deliver;/* next job the consumer takes */
-  int end_pending;      /* the consumer owes an END_OF_EPOCH */
-  uint64_t cur_epoch;   /* epoch of the next delivery (for empty epochs) */
-  atomic_int stop;           /* [mu] to write; read anywhere */
-  _Atomic uint64_t gen_now;  /* copy of gen, read without the lock */
-
-  /* Counters. [mu] except the atomics. */
-  uint64_t batches_delivered, samples_delivered, bytes_delivered;
-  double consumer_wait_s;
-  _Atomic uint64_t worker_busy_ns;
-  _Atomic uint64_t batches_direct;
+  pl_batch_layout layout; /* layout.h: where a batch's bytes go */
+  pl_pool pool;           /* pool.h: the batch buffers [mu] */
+  int prefetch;           /* jobs claimable ahead of the consumer */
+  pl_stream stream;       /* stream.h: the job stream [mu] */
+  atomic_int stop;        /* [mu] to write; read anywhere */
+  pl_counters count;
 
   pl_timing tm;       /* per-stage clocks (timing.c) */
   pl_replay replay;   /* replay.c */
@@ -198,10 +130,11 @@ struct pl_loader {
  * whole batch. Read without the lock: a stale answer only delays. */
 static inline int pl_core_abandoned(pl_core *c, const pl_batch *b) {
   return atomic_load_explicit(&c->stop, memory_order_relaxed) ||
-         atomic_load_explicit(&c->gen_now, memory_order_relaxed) != b->gen;
+         atomic_load_explicit(&c->stream.gen_now, memory_order_relaxed) !=
+             b->gen;
 }
 
-/* Fills a claimed batch (loader_fill.c) the way c->copy says: sample
+/* Fills a claimed batch (loader_fill.c) the way c->layout.copy says: sample
  * indices, the gather and the copies; failures in b->err. Lock not held. */
 void pl_fill(pl_core *c, pl_batch *b);
 
@@ -213,7 +146,7 @@ pl_status pl_direct_fill(pl_core *c, pl_batch *b);
  * (set_order), or config.explicit_order (then, before the first order or
  * after a set_epoch, an empty explicit epoch). [mu] */
 static inline int pl_core_explicit(const pl_core *c) {
-  return c->order != NULL || c->cfg.explicit_order;
+  return c->stream.order != NULL || c->cfg.explicit_order;
 }
 
 /* Whether the caller is a forked child of the process that made c. */
@@ -291,5 +224,19 @@ void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start);
 
 /* Start a new stream at (epoch, global start position). [mu] held. */
 void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start);
+/* The consumer gave up on the rest of `epoch` (an error): the next
+ * delivery is the next epoch's first batch. [mu] */
+void pl_core_skip_epoch(pl_core *c, uint64_t epoch);
+/* Claims the next job into the free buffer b (stream.c); the sample
+ * indices are computed later, by the filler, outside the lock. [mu] */
+pl_batch *pl_core_claim(pl_core *c, pl_batch *b);
+/* Publishes a filled buffer: ready, failed, or (its job stale) free. [mu] */
+void pl_core_publish(pl_core *c, pl_batch *b);
+
+/* The worker threads (threads.c). start: n threads, each with a core
+ * reference. stop: each finishes its sample; one stuck past timeout_s is
+ * detached. Lock not held. */
+pl_status pl_workers_start(pl_loader *ld, int n, pl_error *err);
+void pl_workers_stop(pl_loader *ld);
 
 #endif /* PL_LOADER_INTERNAL_H */

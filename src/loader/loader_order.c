@@ -1,108 +1,108 @@
-/* Explicit orders: an epoch whose batches the caller lists (a Python
- * sampler or batch sampler decides the order; the loader still fills,
- * prefetches and copies). The order is reference-counted: the core holds
- * one reference and each batch claimed from it another, so a worker
- * computing its indices never reads an order that set_order or set_epoch
- * replaced meanwhile. */
+/* Epochs the caller chooses: an explicit order (set_order), the one queued
+ * after it (queue_order), or a sampler epoch by number (set_epoch); each
+ * begins a new job stream or extends it (loader_internal.h, "The job
+ * stream"). The order object itself is order.c. */
 #include "loader/loader_internal.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-void pl_order_unref(pl_order *o) {
-  if (o && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1) {
-    free(o->indices);
-    free(o->starts);
-    free(o);
-  }
+/* The order a caller gives (set_order, queue_order), checked and copied. */
+static pl_status order_given(pl_loader *ld, const uint64_t *indices,
+                             const uint64_t *starts, uint64_t nbatches,
+                             pl_order **out, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  if (pl_core_foreign(ld->core))
+    return pl_core_forked(ld->core, err);
+  return pl_order_new(ld->core->ds->length, ld->core->cfg.batch_size, indices,
+                      starts, nbatches, out, err);
 }
 
-pl_order *pl_order_ref(pl_order *o) {
-  if (o)
-    atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
-  return o;
+/* The plan of an explicit epoch: all of o, from its first batch. */
+static pl_epoch_plan explicit_plan(uint64_t epoch, const pl_order *o) {
+  pl_epoch_plan p = {.epoch = epoch, .num_batches = o->nbatches};
+  p.per_rank = o->nbatches ? o->starts[o->nbatches] : 0;
+  return p;
 }
 
-static pl_status order_check(const pl_core *c, const uint64_t *indices,
-                             const uint64_t *starts, uint64_t nb,
-                             pl_error *err) {
-  if (nb && (!indices || !starts))
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "indices and starts are NULL");
-  if (nb && starts[0] != 0)
-    return pl_errorf(err, PL_INVALID_ARGUMENT, "starts[0] is %llu, not 0",
-                     (unsigned long long)starts[0]);
-  for (uint64_t k = 0; k < nb; k++) {
-    if (starts[k + 1] <= starts[k] ||
-        starts[k + 1] - starts[k] > c->cfg.batch_size)
-      return pl_errorf(err, PL_INVALID_ARGUMENT,
-                       "batch %llu has %lld samples (1 to batch_size %u)",
-                       (unsigned long long)k,
-                       (long long)(starts[k + 1] - starts[k]),
-                       c->cfg.batch_size);
+/* An explicit epoch (order.c holds the order itself). */
+pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
+                              const uint64_t *indices, const uint64_t *starts,
+                              uint64_t nbatches, pl_error *err) {
+  pl_order *o = NULL;
+  PL_TRY(order_given(ld, indices, starts, nbatches, &o, err));
+  pl_core *c = ld->core;
+  pthread_mutex_lock(&c->mu);
+  pl_core_restart(c, epoch, 0); /* drops any earlier order */
+  c->stream.order = o;
+  c->stream.first = explicit_plan(epoch, o);
+  pl_wake_all_workers(c);
+  pthread_mutex_unlock(&c->mu);
+  return PL_OK;
+}
+
+/* The explicit epoch after first's, queued: its jobs follow first's in
+ * the stream. The consumer already past first (every batch of it taken):
+ * first is dropped, the queued epoch becomes first and `base` moves on to
+ * its first job, so that o can be queued after it. Empty epochs are
+ * refused on either side: an epoch's end is known by its last batch
+ * (deliver), and an empty one has none. [mu] */
+static pl_status queue_locked(pl_core *c, uint64_t epoch, pl_order *o,
+                              pl_error *err) {
+  if (!pl_core_explicit(c))
+    return pl_errorf(err, PL_BAD_STATE,
+                     "no explicit epoch to queue epoch %llu after "
+                     "(pl_loader_set_order begins one)",
+                     (unsigned long long)epoch);
+  if (c->stream.first.num_batches == 0 || o->nbatches == 0)
+    return pl_errorf(
+        err, PL_INVALID_ARGUMENT,
+        "epoch %llu is empty: an empty epoch is given by "
+        "pl_loader_set_order, never queued or followed",
+        (unsigned long long)(o->nbatches ? c->stream.first.epoch : epoch));
+  if (c->stream.then &&
+      c->stream.next_deliver >= c->stream.base + c->stream.first.num_batches) {
+    c->stream.base += c->stream.first.num_batches;
+    pl_order_unref(c->stream.order);
+    c->stream.order = c->stream.then;
+    c->stream.first = c->stream.second;
+    c->stream.then = NULL;
   }
-  uint64_t n = nb ? starts[nb] : 0;
-  for (uint64_t i = 0; i < n; i++) {
-    if (indices[i] < c->ds->length)
-      continue;
-    /* Above INT64_MAX: a binding's negative index (Python's -1 as uint64
-     * is 18446744073709551615), printed as the user wrote it. */
-    char idx[24];
-    if (indices[i] > INT64_MAX)
-      snprintf(idx, sizeof idx, "-%llu", (unsigned long long)(0 - indices[i]));
-    else
-      snprintf(idx, sizeof idx, "%llu", (unsigned long long)indices[i]);
+  if (c->stream.then)
+    return pl_errorf(err, PL_BAD_STATE,
+                     "epoch %llu is queued already, and the consumer has "
+                     "not reached it",
+                     (unsigned long long)c->stream.second.epoch);
+  if (epoch != c->stream.first.epoch + 1)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "sample index %s (position %llu) is out of range "
-                     "for %llu samples",
-                     idx, (unsigned long long)i,
-                     (unsigned long long)c->ds->length);
-  }
+                     "epoch %llu does not follow the explicit epoch %llu",
+                     (unsigned long long)epoch,
+                     (unsigned long long)c->stream.first.epoch);
+  c->stream.then = o;
+  c->stream.second = explicit_plan(epoch, o);
+  pl_wake_all_workers(c);
   return PL_OK;
 }
 
-static pl_status order_copy(const uint64_t *indices, const uint64_t *starts,
-                            uint64_t nb, pl_order **out, pl_error *err) {
-  uint64_t n = nb ? starts[nb] : 0;
-  pl_order *o = calloc(1, sizeof *o);
-  if (o) {
-    o->indices = malloc((size_t)PL_MAX(n, 1) * sizeof *o->indices);
-    o->starts = malloc((size_t)(nb + 1) * sizeof *o->starts);
-  }
-  if (!o || !o->indices || !o->starts) {
-    if (o) {
-      free(o->indices);
-      free(o->starts);
-    }
-    free(o);
-    return pl_errorf(err, PL_NO_MEMORY, "out of memory for an order of %llu "
-                     "samples", (unsigned long long)n);
-  }
-  if (n)
-    memcpy(o->indices, indices, (size_t)n * sizeof *indices);
-  if (nb)
-    memcpy(o->starts, starts, (size_t)(nb + 1) * sizeof *starts);
-  else
-    o->starts[0] = 0;
-  o->nbatches = nb;
-  atomic_init(&o->refs, 1);
-  *out = o;
+pl_status pl_loader_queue_order(pl_loader *ld, uint64_t epoch,
+                                const uint64_t *indices, const uint64_t *starts,
+                                uint64_t nbatches, pl_error *err) {
+  pl_order *o = NULL;
+  PL_TRY(order_given(ld, indices, starts, nbatches, &o, err));
+  pl_core *c = ld->core;
+  pthread_mutex_lock(&c->mu);
+  pl_status s = queue_locked(c, epoch, o, err);
+  pthread_mutex_unlock(&c->mu);
+  if (s != PL_OK)
+    pl_order_unref(o);
+  return s;
+}
+
+pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
+  if (!ld)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "loader is NULL");
+  if (pl_core_foreign(ld->core))
+    return pl_core_forked(ld->core, err);
+  pthread_mutex_lock(&ld->core->mu);
+  pl_core_restart(ld->core, epoch, 0);
+  pthread_mutex_unlock(&ld->core->mu);
   return PL_OK;
-}
-
-pl_status pl_order_new(const pl_core *c, const uint64_t *indices,
-                       const uint64_t *starts, uint64_t nb, pl_order **out,
-                       pl_error *err) {
-  PL_TRY(order_check(c, indices, starts, nb, err));
-  return order_copy(indices, starts, nb, out, err);
-}
-
-uint32_t pl_order_batch_size(const pl_order *o, uint64_t batch) {
-  return (uint32_t)(o->starts[batch + 1] - o->starts[batch]);
-}
-
-void pl_order_indices(const pl_order *o, uint64_t batch, uint64_t *out) {
-  uint64_t s = o->starts[batch];
-  memcpy(out, o->indices + s,
-         (size_t)(o->starts[batch + 1] - s) * sizeof *out);
 }

@@ -69,9 +69,9 @@ static int job_starts_epoch(const pl_core *c, uint64_t job) {
 
 pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err) {
   pl_replay *r = &c->replay;
-  if (c->end_pending || !pl_core_job_exists(c, c->next_deliver)) {
-    c->end_pending = 0;
-    c->cur_epoch++;
+  if (c->stream.end_pending || !pl_core_job_exists(c, c->stream.next_deliver)) {
+    c->stream.end_pending = 0;
+    c->stream.cur_epoch++;
     return PL_END_OF_EPOCH;
   }
   pl_batch *src = r->cache[r->next++ % r->n];
@@ -83,14 +83,14 @@ pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err) {
   h->cached = 0;
   h->spans = NULL;
   h->state = SLOT_HELD;
-  h->epoch = job_epoch(c, c->next_deliver);
+  h->epoch = job_epoch(c, c->stream.next_deliver);
   c->refs++;
-  c->cur_epoch = h->epoch;
-  c->next_deliver++;
-  if (c->next_claim < c->next_deliver)
-    c->next_claim = c->next_deliver;
-  c->end_pending = !pl_core_job_exists(c, c->next_deliver) ||
-                   job_starts_epoch(c, c->next_deliver);
+  c->stream.cur_epoch = h->epoch;
+  c->stream.next_deliver++;
+  if (c->stream.next_claim < c->stream.next_deliver)
+    c->stream.next_claim = c->stream.next_deliver;
+  c->stream.end_pending = !pl_core_job_exists(c, c->stream.next_deliver) ||
+                          job_starts_epoch(c, c->stream.next_deliver);
   *out = h;
   return PL_OK;
 }

@@ -249,8 +249,8 @@ int pl_tune_tick(pl_core *c) {
     return 0;
   double now = pl_now();
   pthread_mutex_lock(&c->mu);
-  uint64_t batches = c->batches_delivered;
-  double wait = c->consumer_wait_s;
+  uint64_t batches = c->count.batches_delivered;
+  double wait = c->count.consumer_wait_s;
   int replaying = c->replay.active;
   pthread_mutex_unlock(&c->mu);
   if (replaying)

@@ -1,6 +1,6 @@
 /* A dataset filled a whole batch at a time by a user callback: the C side
  * of Python worker processes, which write a batch's samples straight into
- * shared batch memory (python/pinloader/workers.c). */
+ * shared batch memory (python/pinloader/procset.c). */
 #include "data/dataset.h"
 
 #include <stdatomic.h>

@@ -3,6 +3,7 @@
  * The image comes first among the fields, as torchvision returns it, though
  * the label comes first in the record. */
 #include "data/dataset.h"
+#include "data/sources/registry.h"
 
 #define CIFAR_RECORD_BYTES 3073u
 
@@ -31,4 +32,10 @@ pl_status pl_dataset_open_cifar10(const char *const *paths, int npaths,
     return pl_errorf(err, PL_FORMAT, "%s: empty: no records", paths[0]);
   return pl_errorf(err, PL_FORMAT, "%s and the %d other files: empty: no "
                    "records", paths[0], npaths - 1);
+}
+
+pl_status pl_source_open_cifar10(const char *const *paths, int npaths,
+                                 const pl_options *o, pl_dataset **out,
+                                 pl_error *err) {
+  return pl_dataset_open_cifar10(paths, npaths, out, err);
 }

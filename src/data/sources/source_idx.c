@@ -4,10 +4,11 @@
  * elements, big-endian, row-major. dims[0] is the sample count; a sample is
  * dims[1:]. Multi-byte elements are swapped to host order in read (so view
  * offers only single-byte fields, or all on a big-endian host). */
-#include "data/dataset.h"
 #include "core/memcopy.h"
+#include "data/dataset.h"
 #include "data/file_map.h"
 #include "data/map_guard.h"
+#include "data/sources/registry.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -300,4 +301,13 @@ pl_status pl_dataset_open_idx(const char *images_path,
   if (s != PL_OK)
     idx_destroy(im);
   return s;
+}
+
+pl_status pl_source_open_idx(const char *const *paths, int npaths,
+                             const pl_options *o, pl_dataset **out,
+                             pl_error *err) {
+  if (npaths != 2)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "idx takes 2 files (images, labels), got %d", npaths);
+  return pl_dataset_open_idx(paths[0], paths[1], out, err);
 }

@@ -8,9 +8,10 @@
  * then the array's bytes. .npz is a zip archive of .npy members; np.savez
  * stores them uncompressed, so each member's array lies at a fixed offset
  * of the mapped archive and is read in place like a .npy file. */
-#include "data/dataset.h"
 #include "core/memcopy.h"
+#include "data/dataset.h"
 #include "data/file_map.h"
+#include "data/sources/registry.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -619,4 +620,10 @@ pl_status pl_dataset_open_npy(const char *const *paths, int npaths,
     npy_destroy(im);
   }
   return s;
+}
+
+pl_status pl_source_open_npy(const char *const *paths, int npaths,
+                             const pl_options *o, pl_dataset **out,
+                             pl_error *err) {
+  return pl_dataset_open_npy(paths, npaths, out, err);
 }

@@ -13,10 +13,11 @@
  * is drawn uniformly from all (shard, start) positions of every shard, as
  * nanoGPT's get_batch draws torch.randint(len(data) - T), from (seed,
  * epoch, index): the same window for any worker count. */
-#include "data/dataset.h"
 #include "core/memcopy.h"
 #include "core/rng.h"
+#include "data/dataset.h"
 #include "data/file_map.h"
+#include "data/sources/registry.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -340,4 +341,31 @@ pl_status pl_dataset_open_tokens(const char *const *paths, int npaths,
     tokens_destroy(t);
   }
   return s;
+}
+
+static pl_status tokens_from_options(const pl_options *o, pl_tokens_options *t,
+                                     pl_error *err) {
+  static const pl_dtype dtypes[] = {PL_INT64, PL_INT32, PL_UINT32, PL_UINT16};
+  int dt = 0, fmt = 0;
+  PL_TRY(pl_options_u64(o, "context", UINT32_MAX, &t->context, err));
+  PL_TRY(pl_options_u64(o, "samples", UINT64_MAX, &t->samples, err));
+  PL_TRY(pl_options_u64(o, "stride", UINT32_MAX, &t->stride, err));
+  PL_TRY(pl_options_choice(o, "dtype", "int64 int32 uint32 uint16", &dt, err));
+  PL_TRY(pl_options_choice(o, "format", "auto raw16 raw32 llmc", &fmt, err));
+  t->dtype = dtypes[dt];
+  t->format = (pl_tokens_format)fmt;
+  if (!pl_options_get(o, "context"))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "tokens: the context option is required "
+                     "(tokens:FILE?context=1024)");
+  return PL_OK;
+}
+
+pl_status pl_source_open_tokens(const char *const *paths, int npaths,
+                                const pl_options *o, pl_dataset **out,
+                                pl_error *err) {
+  pl_tokens_options t;
+  pl_tokens_options_init(&t);
+  PL_TRY(tokens_from_options(o, &t, err));
+  return pl_dataset_open_tokens(paths, npaths, &t, out, err);
 }
