@@ -111,6 +111,9 @@ static void test_probe(void) {
   pl_jpeg_info in;
   pl_jpeg_probe(b, n, &in);
   CHECK(in.h[0] == 2 && in.v[0] == 2 && in.h[1] == 1 && in.v[2] == 1);
+  CHECK(in.has_end && pl_jpeg_gpu_ok(&in));
+  pl_jpeg_probe(b, n - 100, &in); /* cut in its scan: not the GPU's */
+  CHECK(in.kind == PL_JPEG_BASELINE && !in.has_end && !pl_jpeg_gpu_ok(&in));
   pl_jpeg_probe(b, 20, &in); /* cut before its frame header */
   CHECK_EQ_U64(in.kind, PL_JPEG_NOT);
   b[0] = 0x89; /* not SOI */

@@ -36,10 +36,20 @@ static int is_sof(uint8_t m) {
   return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
 }
 
+/* Files often carry bytes after EOI (padding, trailers): look back a way. */
+static int has_end(const uint8_t *data, size_t n) {
+  size_t from = n > 4096 ? n - 4096 : 0;
+  for (size_t i = n - 1; i > from; i--)
+    if (data[i] == 0xD9 && data[i - 1] == 0xFF)
+      return 1;
+  return 0;
+}
+
 void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
   memset(out, 0, sizeof *out);
   if (n < 4 || data[0] != 0xFF || data[1] != 0xD8)
     return;
+  out->has_end = has_end(data, n);
   size_t i = 2;
   while (i + 4 <= n) {
     if (data[i] != 0xFF)
@@ -67,7 +77,7 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
 }
 
 int pl_jpeg_gpu_ok(const pl_jpeg_info *in) {
-  if (in->kind != PL_JPEG_BASELINE || in->components != 3)
+  if (!in->has_end || in->kind != PL_JPEG_BASELINE || in->components != 3)
     return 0;
   if (in->h[1] != 1 || in->v[1] != 1 || in->h[2] != 1 || in->v[2] != 1)
     return 0;

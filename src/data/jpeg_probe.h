@@ -16,6 +16,7 @@ typedef enum {
 
 typedef struct pl_jpeg_info {
   pl_jpeg_kind kind;
+  int has_end;    /* an EOI marker (FF D9) in the last 4 KiB: not cut short */
   uint32_t width, height;
   int components; /* 1 gray, 3 YCbCr, 4 CMYK / YCCK */
   int h[4], v[4]; /* sampling factors of each component */
@@ -24,7 +25,9 @@ typedef struct pl_jpeg_info {
 /* Reads the markers of data[0..n) up to the frame header. */
 void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out);
 
-/* Whether the GPU path takes it: baseline, 8-bit, three components with
+/* Whether the GPU path takes it: whole (has_end: a batched nvJPEG decode
+ * fails as a whole on one bad image, or may decode a cut one without a
+ * word), baseline, 8-bit, three components with
  * chroma at 1x1 and luma at 1 or 2 each way (4:4:4, 4:2:2, 4:2:0, 4:4:0:
  * what nvJPEG's hardware and GPU decoders both take in a batch). */
 int pl_jpeg_gpu_ok(const pl_jpeg_info *in);

@@ -390,6 +390,14 @@ static void format_json(const pl_report_in *in, const pl_analysis *a,
       {"replay_wait_s", t->replay_wait_s},
       {"process_cpu_s", t->process_cpu_s},
       {"worker_process_cpu_s", t->worker_process_cpu_s},
+      {"decode_gpu", t->decode_gpu},
+      {"decode_cpu_images", (double)t->decode_cpu_images},
+      {"decode_gpu_images", (double)t->decode_gpu_images},
+      {"decode_not_gpu", (double)t->decode_not_gpu},
+      {"decode_gpu_failed", (double)t->decode_gpu_failed},
+      {"decode_cpu_s", t->decode_cpu_s},
+      {"decode_gpu_s", t->decode_gpu_s},
+      {"decode_gpu_share", t->decode_gpu_share},
   };
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     put(o, "%s", i ? ", " : "");
