@@ -36,6 +36,9 @@ static int try_open(pl_nvjpeg_lib *lib, const char *path, char *tried,
   size_t used = strlen(tried);
   lib->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   const char *why = lib->dl ? lookup_all(lib) : dlerror();
+  size_t plen = strlen(path);
+  if (!lib->dl && why && !strncmp(why, path, plen) && why[plen] == ':')
+    why += plen + (why[plen + 1] == ' ' ? 2 : 1); /* dlerror names it too */
   if (lib->dl && !why) {
     snprintf(lib->path, sizeof lib->path, "%s", path);
     return 1;
