@@ -12,7 +12,7 @@ struct taps {
   float center, inv;
 };
 
-__device__ static taps axis_taps(float b0, float b1, int n, int size, int i) {
+__host__ __device__ static taps axis_taps(float b0, float b1, int n, int size, int i) {
   float scale = (b1 - b0) / size;
   float fs = scale < 1.0f ? 1.0f : scale;
   taps t;
@@ -26,18 +26,15 @@ __device__ static taps axis_taps(float b0, float b1, int n, int size, int i) {
   return t;
 }
 
-__device__ static float tap_weight(const taps &t, int k) {
+__host__ __device__ static float tap_weight(const taps &t, int k) {
   float x = (t.first + k - t.center + 0.5f) * t.inv;
   x = x < 0 ? -x : x;
   return x < 1.0f ? 1.0f - x : 0.0f;
 }
 
-__global__ static void crop_kernel(const pl_crop_job *jobs, uint32_t size) {
-  const pl_crop_job j = jobs[blockIdx.y];
-  uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= size * size)
-    return;
-  int oy = (int)(p / size), ox = (int)(p % size);
+/* Output pixel (ox, oy) of job j, all three planes. */
+__host__ __device__ static void crop_pixel(const pl_crop_job &j, uint32_t size,
+                                           int ox, int oy) {
   taps ty = axis_taps(j.y0, j.y1, j.wh, (int)size, oy);
   taps tx = axis_taps(j.x0, j.x1, j.ww, (int)size, ox);
   float acc[3] = {0, 0, 0}, wsum = 0;
@@ -59,6 +56,20 @@ __global__ static void crop_kernel(const pl_crop_job *jobs, uint32_t size) {
     v = v < 0 ? 0 : v > 255 ? 255 : v;
     j.dst[c * plane + at] = (uint8_t)v;
   }
+}
+
+__global__ static void crop_kernel(const pl_crop_job *jobs, uint32_t size) {
+  const pl_crop_job j = jobs[blockIdx.y];
+  uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p < size * size)
+    crop_pixel(j, size, (int)(p % size), (int)(p / size));
+}
+
+extern "C" void pl_crop_host(const pl_crop_job *jobs, uint32_t n,
+                             uint32_t size) {
+  for (uint32_t k = 0; k < n; k++)
+    for (uint32_t p = 0; p < size * size; p++)
+      crop_pixel(jobs[k], size, (int)(p % size), (int)(p / size));
 }
 
 extern "C" cudaError_t pl_cuda_crop_batch(const pl_crop_job *jobs, uint32_t n,

@@ -29,6 +29,10 @@ typedef struct pl_crop_job {
 cudaError_t pl_cuda_crop_batch(const pl_crop_job *jobs, uint32_t n,
                                uint32_t size, cudaStream_t stream);
 
+/* The same arithmetic on the host, jobs and memory in host memory: for
+ * tests of the filter where there is no GPU. */
+void pl_crop_host(const pl_crop_job *jobs, uint32_t n, uint32_t size);
+
 #ifdef __cplusplus
 }
 #endif
