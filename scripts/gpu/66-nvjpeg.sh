@@ -22,7 +22,7 @@ if [ -f .data/nvjpeg/libnvjpeg.so.13 ]; then
   export PL_NVJPEG_LIB=$PWD/.data/nvjpeg/libnvjpeg.so.13
 fi
 export PL_TEST_NVJPEG_LIB=${PL_NVJPEG_LIB:-}
-echo "== nvJPEG: ${PL_NVJPEG_LIB:-(not bundled: the wheel or the toolkit's)}"
+echo "== nvJPEG: ${PL_NVJPEG_LIB:-not bundled, the wheel or the CUDA toolkit}"
 
 # No skip passes: the GPU test must have found a GPU and nvJPEG.
 no_skip() { # LOG
@@ -45,6 +45,9 @@ ctest --test-dir $build --output-on-failure -V -R 'nvjpeg|decode_split' 2>&1 |
   tee "$logs/66-ctest.log" | grep -E 'test_gpu_nvjpeg:|test_nvjpeg_lib:|test_decode_split:|tests passed|Failed|FAILED'
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 no_skip "$logs/66-ctest.log"
+echo "== test_gpu_nvjpeg again with whole-image decodes (PL_NVJPEG_NO_ROI=1)"
+PL_NVJPEG_NO_ROI=1 timeout 300 $build/tests/test_gpu_nvjpeg 2>&1 | tee "$logs/66-noroi.log" | tail -n 8
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 
 if [[ ${PL_GPU_TESTS_ONLY:-0} != 0 && -d /tmp/pinloader-gpu-py ]]; then
   pytarget=/tmp/pinloader-gpu-py # part 30's

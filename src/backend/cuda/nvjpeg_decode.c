@@ -366,6 +366,16 @@ static pl_status open_on_device(nvj_decoder *d, const char *wheel_dir,
   PL_TRY(pl_cuda_enter(d->device, &prev, err));
   pl_status s = create_handle(d, err);
   pl_cuda_leave(d->device, prev);
+  /* ROI decode only on the hardware backend, which documents it for
+   * batches; elsewhere a batch decodes whole images (a backend that
+   * ignored the ROI would write a whole image into a region's buffer).
+   * PL_NVJPEG_NO_ROI=1 turns it off there too (a check of the ROI path). */
+  const char *no_roi = getenv("PL_NVJPEG_NO_ROI");
+  if (!d->pub.hardware || (no_roi && no_roi[0] == '1'))
+    atomic_store_explicit(&d->no_roi, 1, memory_order_relaxed);
+  else
+    strncat(d->pub.name, ", ROI decode",
+            sizeof d->pub.name - strlen(d->pub.name) - 1);
   return s;
 }
 
