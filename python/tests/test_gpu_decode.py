@@ -44,9 +44,9 @@ def _psnr(a, b):
 
 def _epoch(root, decode, train):
     ds = datasets.ImageFolder(root, size=224, train=train, decode=decode)
-    # In index order (the crops are still drawn from (seed, epoch, index)).
-    dl = pinloader.DataLoader(ds, batch_size=8, seed=5, num_workers=2, device="cuda")
     try:
+        # In index order (the crops are still drawn from (seed, epoch, index)).
+        dl = pinloader.DataLoader(ds, batch_size=8, seed=5, num_workers=2, device="cuda")
         out = [(x.cpu().numpy().copy(), y.cpu().numpy().copy()) for x, y in dl]
     except pinloader.Error as e:
         if "nvJPEG not found" in str(e):
