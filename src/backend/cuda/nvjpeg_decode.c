@@ -33,8 +33,14 @@ typedef struct nvj_ctx {
   pl_crop_job *djobs; /* device, cap */
   uint8_t *dec, *out; /* device */
   size_t dec_cap, out_cap;
+  /* Page-locked bounce for destinations that are not (a CPU loader's
+   * batches): a copy into pageable memory would make begin wait for the
+   * decode. via_bounce[i]: job i's crop is there until finish copies it. */
+  uint8_t *bounce;
+  size_t bounce_cap;
+  uint8_t *via_bounce;
   pl_gpu_job *jobs; /* the call's */
-  uint32_t n;
+  uint32_t n, size;
   int failed; /* nvJPEG refused the batch: every job to the CPU */
 } nvj_ctx;
 
@@ -75,11 +81,12 @@ static void ctx_free(nvj_decoder *d, nvj_ctx *c) {
   cudaFree(c->djobs);
   cudaFree(c->dec);
   cudaFree(c->out);
+  cudaFreeHost(c->bounce);
   if (c->stream)
     cudaStreamDestroy(c->stream);
   (void)cudaGetLastError();
   free(c->data), free(c->lens), free(c->img), free(c->hjobs);
-  free(c->params);
+  free(c->params), free(c->via_bounce);
   free(c);
 }
 
@@ -149,9 +156,12 @@ static pl_status ctx_reserve(nvj_decoder *d, nvj_ctx *c, uint32_t n,
     if (h)
       c->hjobs = h;
     void *p = h ? realloc(c->params, n * sizeof *c->params) : NULL;
-    if (!p)
+    if (p)
+      c->params = p;
+    void *v = p ? realloc(c->via_bounce, n) : NULL;
+    if (!v)
       return pl_errorf(err, PL_NO_MEMORY, "GPU decode: out of memory");
-    c->params = p;
+    c->via_bounce = v;
     cudaFree(c->djobs);
     c->djobs = NULL;
     c->cap = 0;
@@ -229,6 +239,35 @@ static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
   return PL_OK;
 }
 
+/* Whether host memory p is page-locked (pinned or registered). */
+static int page_locked(const void *p) {
+  struct cudaPointerAttributes a;
+  cudaError_t rc = cudaPointerGetAttributes(&a, p);
+  (void)cudaGetLastError(); /* older drivers: an error for plain memory */
+  return rc == cudaSuccess && a.type == cudaMemoryTypeHost;
+}
+
+/* The copy of job i's crop out: straight into page-locked memory, else
+ * into the bounce (finish moves it). */
+static pl_status copy_out(nvj_ctx *c, uint32_t i, size_t plane3,
+                          pl_error *err) {
+  uint8_t *to = c->jobs[i].dst;
+  c->via_bounce[i] = !page_locked(to);
+  if (c->via_bounce[i]) {
+    if (c->bounce_cap < plane3 * c->n) {
+      cudaFreeHost(c->bounce);
+      c->bounce = NULL, c->bounce_cap = 0;
+      CUDA_TRY(cudaMallocHost((void **)&c->bounce, plane3 * c->n), err);
+      c->bounce_cap = plane3 * c->n;
+    }
+    to = c->bounce + plane3 * i;
+  }
+  CUDA_TRY(cudaMemcpyAsync(to, c->out + plane3 * i, plane3,
+                           cudaMemcpyDeviceToHost, c->stream),
+           err);
+  return PL_OK;
+}
+
 /* The resize jobs and the copies out, after a successful decode. */
 static pl_status crop_all(nvj_ctx *c, int roi, uint32_t size,
                           pl_error *err) {
@@ -251,9 +290,7 @@ static pl_status crop_all(nvj_ctx *c, int roi, uint32_t size,
            err);
   CUDA_TRY(pl_cuda_crop_batch(c->djobs, c->n, size, c->stream), err);
   for (uint32_t i = 0; i < c->n; i++)
-    CUDA_TRY(cudaMemcpyAsync(c->jobs[i].dst, c->out + plane3 * i, plane3,
-                             cudaMemcpyDeviceToHost, c->stream),
-             err);
+    PL_TRY(copy_out(c, i, plane3, err));
   return PL_OK;
 }
 
@@ -274,7 +311,7 @@ static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
   nvj_ctx *c = NULL;
   pl_status s = ctx_take(d, &c, err);
   if (s == PL_OK) {
-    c->jobs = jobs, c->n = n, c->failed = 0;
+    c->jobs = jobs, c->n = n, c->size = size, c->failed = 0;
     s = run_batch(d, c, size, err);
     if (s != PL_OK) { /* nothing of it may run on after we return */
       cudaStreamSynchronize(c->stream);
@@ -295,8 +332,12 @@ static pl_status nvj_finish(pl_gpu_decoder *pub, void *ticket,
   int prev;
   PL_TRY(pl_cuda_enter(d->device, &prev, err));
   cudaError_t rc = cudaStreamSynchronize(c->stream);
-  for (uint32_t i = 0; i < c->n; i++)
+  size_t plane3 = (size_t)3 * c->size * c->size;
+  for (uint32_t i = 0; i < c->n; i++) {
     c->jobs[i].failed = c->failed || rc != cudaSuccess;
+    if (!c->jobs[i].failed && c->via_bounce[i])
+      memcpy(c->jobs[i].dst, c->bounce + plane3 * i, plane3);
+  }
   c->jobs = NULL;
   ctx_give(d, c);
   pl_cuda_leave(d->device, prev);
