@@ -247,24 +247,26 @@ static int page_locked(const void *p) {
   return rc == cudaSuccess && a.type == cudaMemoryTypeHost;
 }
 
-/* The copy of job i's crop out: straight into page-locked memory, else
- * into the bounce (finish moves it). */
-static pl_status copy_out(nvj_ctx *c, uint32_t i, size_t plane3,
-                          pl_error *err) {
-  uint8_t *to = c->jobs[i].dst;
-  c->via_bounce[i] = !page_locked(to);
-  if (c->via_bounce[i]) {
-    if (c->bounce_cap < plane3 * c->n) {
-      cudaFreeHost(c->bounce);
-      c->bounce = NULL, c->bounce_cap = 0;
-      CUDA_TRY(cudaMallocHost((void **)&c->bounce, plane3 * c->n), err);
-      c->bounce_cap = plane3 * c->n;
-    }
-    to = c->bounce + plane3 * i;
+/* The copies of the crops out: straight into page-locked memory, else
+ * through the bounce (finish moves them). The bounce is grown before any
+ * copy is queued (nothing of this context is in flight: its last call
+ * was finished). */
+static pl_status copy_out(nvj_ctx *c, size_t plane3, pl_error *err) {
+  int any = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    any |= c->via_bounce[i] = !page_locked(c->jobs[i].dst);
+  if (any && c->bounce_cap < plane3 * c->n) {
+    cudaFreeHost(c->bounce);
+    c->bounce = NULL, c->bounce_cap = 0;
+    CUDA_TRY(cudaMallocHost((void **)&c->bounce, plane3 * c->n), err);
+    c->bounce_cap = plane3 * c->n;
   }
-  CUDA_TRY(cudaMemcpyAsync(to, c->out + plane3 * i, plane3,
-                           cudaMemcpyDeviceToHost, c->stream),
-           err);
+  for (uint32_t i = 0; i < c->n; i++) {
+    uint8_t *to = c->via_bounce[i] ? c->bounce + plane3 * i : c->jobs[i].dst;
+    CUDA_TRY(cudaMemcpyAsync(to, c->out + plane3 * i, plane3,
+                             cudaMemcpyDeviceToHost, c->stream),
+             err);
+  }
   return PL_OK;
 }
 
@@ -289,9 +291,7 @@ static pl_status crop_all(nvj_ctx *c, int roi, uint32_t size,
                            cudaMemcpyHostToDevice, c->stream),
            err);
   CUDA_TRY(pl_cuda_crop_batch(c->djobs, c->n, size, c->stream), err);
-  for (uint32_t i = 0; i < c->n; i++)
-    PL_TRY(copy_out(c, i, plane3, err));
-  return PL_OK;
+  return copy_out(c, plane3, err);
 }
 
 static pl_status run_batch(nvj_decoder *d, nvj_ctx *c, uint32_t size,
