@@ -227,7 +227,14 @@ static void cpu_sample(pl_dataset *ds, uint64_t i, uint8_t *img,
 typedef struct run_result {
   int gpu[NIMG]; /* sample came back FAKE_BYTE */
   pl_loader_timings t;
+  char warn[512]; /* the last WARN the loader logged */
 } run_result;
+
+static void keep_warn(void *user, pl_log_level level, const char *msg) {
+  run_result *r = user; /* num_workers 0: the consumer's thread alone */
+  if (level == PL_LOG_WARN)
+    snprintf(r->warn, sizeof r->warn, "%s", msg);
+}
 
 /* One epoch of one batch of all NIMG samples through the view. */
 static void run_view(pl_dataset *plain, fake_gpu *f, int mode,
@@ -242,6 +249,8 @@ static void run_view(pl_dataset *plain, fake_gpu *f, int mode,
   pl_loader_config_init(&cfg);
   cfg.batch_size = NIMG;
   cfg.device = PL_DEVICE_CPU;
+  cfg.log = keep_warn;
+  cfg.log_user = r;
   pl_loader *ld = NULL;
   CHECK_OK(pl_loader_create(view, &cfg, &ld, &err), &err);
   pl_batch *b = NULL;
@@ -317,6 +326,7 @@ static void test_view(const char *root) {
   for (int i = 0; i < 4; i++)
     CHECK(r.gpu[i]);
   CHECK_EQ_U64(r.t.decode_cpu_images, 8);
+  CHECK(r.warn[0] == '\0'); /* no GPU error: nothing to say */
   /* A decoder error: that batch on the CPU, the GPU path off after it. */
   fake_init(&f);
   f.fail_begin = 1;
@@ -324,6 +334,8 @@ static void test_view(const char *root) {
   CHECK_EQ_U64(count(r.gpu), 0);
   CHECK_EQ_U64(r.t.decode_gpu, 0);
   CHECK_EQ_U64(r.t.decode_gpu_failed, 8);
+  CHECK(!strcmp(r.warn, "decode: the GPU path is off, decoding on the CPU "
+                        "from now on: cudaMalloc: out of memory (fake)"));
   pl_dataset_destroy(plain);
   /* Eval mode: the box is the center crop's, the draws the CPU's. */
   plain = open_folder(root, 0);

@@ -11,6 +11,17 @@ static const char *mode_name(int mode) {
   return mode == PL_DECODE_GPU ? "gpu" : "auto";
 }
 
+void pl_decode_poll(pl_core *c) {
+  char why[256];
+  if (atomic_load_explicit(&c->decode_off_logged, memory_order_relaxed) ||
+      !pl_images_gpu_off(c->ds, why, sizeof why) ||
+      atomic_exchange(&c->decode_off_logged, 1))
+    return;
+  pl_log(&c->log, PL_LOG_WARN,
+         "decode: the GPU path is off, decoding on the CPU from now on: %s",
+         why);
+}
+
 pl_status pl_decode_setup(pl_core *c, pl_error *err) {
   int mode = c->cfg.decode;
   if (mode == PL_DECODE_CPU)

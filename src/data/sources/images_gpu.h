@@ -20,6 +20,10 @@ int pl_images_is(const pl_dataset *ds);
 pl_status pl_images_gpu_view(pl_dataset *ds, pl_gpu_decoder *dec, int mode,
                              pl_dataset **out, pl_error *err);
 
+/* 1 when ds is a GPU view whose GPU path turned off after an error, its
+ * message in why[0..n). */
+int pl_images_gpu_off(const pl_dataset *ds, char *why, size_t n);
+
 /* The split's counts; 0 (and *out zeroed) when ds is no GPU view. */
 int pl_images_decode_counts(const pl_dataset *ds, pl_decode_counts *out);
 

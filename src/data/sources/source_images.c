@@ -752,6 +752,16 @@ pl_status pl_images_gpu_view(pl_dataset *ds, pl_gpu_decoder *dec, int mode,
   return s;
 }
 
+int pl_images_gpu_off(const pl_dataset *ds, char *why, size_t n) {
+  if (!ds || ds->vt != &images_gpu_vt)
+    return 0;
+  pl_decode_split *s = &((gpu_view *)ds->impl)->split;
+  if (!atomic_load_explicit(&s->off, memory_order_acquire))
+    return 0;
+  snprintf(why, n, "%s", s->why);
+  return 1;
+}
+
 int pl_images_decode_counts(const pl_dataset *ds, pl_decode_counts *out) {
   memset(out, 0, sizeof *out);
   if (!ds || ds->vt != &images_gpu_vt)
