@@ -240,16 +240,17 @@ void pl_timing_snap(pl_core *c, pl_stage_snap *s);
  * replay handle; frees it (returns 1), else 0. [mu] except setup/free. */
 pl_status pl_replay_setup(pl_core *c, pl_error *err);
 
+void pl_replay_on_deliver(pl_core *c, pl_batch *b);
+pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err);
+int pl_replay_release(pl_core *c, pl_batch *b);
+void pl_replay_free(pl_core *c);
+
 /* decode_setup.c: cfg.decode gpu / auto for an image folder: c->ds becomes
  * its GPU view (or, auto without a GPU path, stays, with a notice). */
 pl_status pl_decode_setup(pl_core *c, pl_error *err);
 /* After each pl_loader_next, without the lock: logs (WARN, once) that the
  * GPU decode path turned off after an error, and why. */
 void pl_decode_poll(pl_core *c);
-void pl_replay_on_deliver(pl_core *c, pl_batch *b);
-pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err);
-int pl_replay_release(pl_core *c, pl_batch *b);
-void pl_replay_free(pl_core *c);
 
 /* Autotuning (tune.c). setup: at create, before the layout: resolves
  * PL_AUTO into threads to start and a first depth, and sets active. tick:
