@@ -239,7 +239,6 @@ void pl_timing_snap(pl_core *c, pl_stage_snap *s);
  * pl_loader_next while the replay is active. release: the batch was a
  * replay handle; frees it (returns 1), else 0. [mu] except setup/free. */
 pl_status pl_replay_setup(pl_core *c, pl_error *err);
-
 void pl_replay_on_deliver(pl_core *c, pl_batch *b);
 pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err);
 int pl_replay_release(pl_core *c, pl_batch *b);
