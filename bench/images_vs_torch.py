@@ -6,10 +6,15 @@ generated folder, in the same run, into the GPU or on the CPU.
     python3 bench/images_vs_torch.py [--device cuda|cpu] [--workers 16]
         [--batch 256] [--size 224] [--batches 40] [--images 12000]
         [--root DIR] [--require-torchvision] [--quick] [--out DIR] [--name N]
+        [--decode cpu,auto,gpu]
 
   --device cuda   batches end in GPU memory: torch pins (pin_memory=True)
                   and copies with .to(non_blocking=True); pinloader copies
                   itself. --device cpu: batches stay in (pageable) host memory.
+  --decode LIST   pinloader's decode modes to measure, each in turn (default
+                  cpu): cpu (the workers), auto (workers + nvJPEG, split by
+                  measured rates), gpu (nvJPEG for every JPEG it takes).
+                  Each mode's loader report's decode line is kept.
   --quick         a correctness run of seconds: 96 images, 2 workers, batch
                   16, 4 batches (numbers mean nothing).
   Defaults: --device cuda 12,000 images, 16 workers, batch 256, 40 batches
@@ -216,7 +221,12 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--name")
+    ap.add_argument("--decode", default="cpu",
+                    help="comma-separated pinloader decode modes: cpu, auto, gpu")
     a = ap.parse_args()
+    modes = [m for m in a.decode.split(",") if m]
+    if not modes or any(m not in ("cpu", "auto", "gpu") for m in modes):
+        sys.exit("--decode: a comma-separated list of cpu, auto, gpu")
     quick = dict(images=96, classes=4, workers=2, batch=16, batches=4)
     full = dict(images=12000, classes=100, workers=16, batch=256, batches=40)
     # The 2-core machine's comparison: 2 workers each, a smaller folder of
@@ -261,14 +271,20 @@ def main():
     del tl
     gc.collect()  # the peer's worker processes end before pinloader runs
 
-    ds = pinloader.datasets.ImageFolder(root, size=a.size)
-    if len(ds) != len(files):
-        sys.exit("pinloader lists %d images, the folder has %d" % (len(ds), len(files)))
-    pl = pinloader.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,
-                              device=a.device, drop_last=True)
-    res["pinloader_images_s"] = measure(pl, a.batches, a.device, False, a.batch, a.size, classes)
-    res["pinloader_replaced"] = ds.replaced
-    pl.close()
+    for mode in modes:
+        ds = pinloader.datasets.ImageFolder(root, size=a.size, decode=mode)
+        if len(ds) != len(files):
+            sys.exit("pinloader lists %d images, the folder has %d" % (len(ds), len(files)))
+        pl = pinloader.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,
+                                  device=a.device, drop_last=True)
+        key = "pinloader" if mode == modes[0] else "pinloader_decode_%s" % mode
+        res["%s_images_s" % key] = measure(pl, a.batches, a.device, False, a.batch, a.size,
+                                           classes)
+        res["%s_decode" % key] = mode
+        res["%s_report" % key] = [f["text"] for f in pl.report(json=True)["findings"]
+                                  if f.get("stage") in ("decode", "verdict", "workers")]
+        res["pinloader_replaced"] = ds.replaced
+        pl.close()
 
     busy = min(a.workers, info["cores"])
     for k in ("torch", "pinloader"):
@@ -278,8 +294,13 @@ def main():
     res["ratio"] = res["pinloader_images_s"] / res["torch_images_s"]
 
     name = a.name or "images-%s%s" % (a.device, "-quick" if a.quick else "")
-    rows = [["pinloader ImageFolder", res["pinloader_images_s"], res["pinloader_images_s_per_core"],
-             "%.2fx" % res["ratio"]],
+    rows = [["pinloader ImageFolder, decode=%s" % modes[0], res["pinloader_images_s"],
+             res["pinloader_images_s_per_core"], "%.2fx" % res["ratio"]]]
+    for mode in modes[1:]:
+        v = res["pinloader_decode_%s_images_s" % mode]
+        rows.append(["pinloader ImageFolder, decode=%s" % mode, v, v / busy,
+                     "%.2fx" % (v / res["torch_images_s"])])
+    rows += [
             ["%s ImageFolder, torch DataLoader" % peer, res["torch_images_s"],
              res["torch_images_s_per_core"], "1.00x"]]
     notes = ["%d images (mean %.0f KB, %d classes) in %s; RandomResizedCrop(%d) + horizontal flip, "

@@ -529,6 +529,17 @@ typedef enum pl_device_kind {
   PL_DEVICE_CUDA
 } pl_device_kind;
 
+/* Where the image source (pl_dataset_open_images) decodes JPEGs. */
+typedef enum pl_decode_mode {
+  PL_DECODE_CPU = 0, /* the workers, libjpeg-turbo (the default) */
+  PL_DECODE_GPU,     /* nvJPEG on the loader's CUDA device, every JPEG it
+                        takes (the rest on the CPU); PL_UNSUPPORTED at
+                        create when there is no device or no nvJPEG */
+  PL_DECODE_AUTO     /* both at once, split by measured rates; the CPU
+                        alone, with a notice in the log, when the GPU path
+                        cannot be opened */
+} pl_decode_mode;
+
 typedef enum pl_log_level {
   PL_LOG_DEBUG = 0,
   PL_LOG_INFO,
@@ -610,7 +621,10 @@ typedef void (*pl_log_fn)(void *user, pl_log_level level, const char *msg);
   XX(error_ends_epoch, BOOL, 1, 0, 1,                                         \
      "a failed batch ends its epoch (the next call begins the next one); "    \
      "0: only that batch is lost, the next call returns the one after it "    \
-     "(as torch's DataLoader)")
+     "(as torch's DataLoader)")                                               \
+  XX(decode, DECODE, PL_DECODE_CPU, PL_DECODE_CPU, PL_DECODE_AUTO,            \
+     "image folders: decode JPEGs on the cpu, the gpu (nvJPEG) or both, "     \
+     "split by measured rates (auto)")
 
 /* What an option holds, and how pl_loader_config_set reads its text. */
 typedef enum pl_option_type {
@@ -624,7 +638,8 @@ typedef enum pl_option_type {
   PL_OPT_DEVICE,    /* pl_device_kind; text: auto, cpu, cuda or cuda:N (which
                        also sets device_index) */
   PL_OPT_LOG_LEVEL, /* pl_log_level; text: debug, info, warn or error */
-  PL_OPT_AUTO_INT   /* int; text: decimal digits, or auto (PL_AUTO, -1) */
+  PL_OPT_AUTO_INT,  /* int; text: decimal digits, or auto (PL_AUTO, -1) */
+  PL_OPT_DECODE     /* pl_decode_mode; text: cpu, gpu or auto */
 } pl_option_type;
 
 typedef struct pl_loader_config {
@@ -690,6 +705,11 @@ typedef struct pl_loader_config {
    * its epoch. 0: only that batch is lost and the epoch goes on, as an
    * iterator of torch's DataLoader goes on past a batch that raised. */
   int error_ends_epoch;
+
+  /* Image folders' JPEG decoding (pl_decode_mode). With gpu or auto the
+   * nvJPEG library is looked for at create: the file PL_NVJPEG_LIB names,
+   * then libnvjpeg.so.13 / libnvjpeg.so on the library path. */
+  pl_decode_mode decode;
 } pl_loader_config;
 
 /* num_workers / prefetch PL_AUTO ("auto"): tuned at run time from measured
@@ -935,6 +955,15 @@ typedef struct pl_loader_timings {
   double process_cpu_s;   /* CPU time of the whole process in wall_s */
   double worker_process_cpu_s; /* and of the dataset's worker processes
                                   (pl_dataset_set_worker_cpu; 0: none) */
+  /* Image folders with decode gpu or auto, since create (0 otherwise). */
+  int decode_gpu;              /* 1: the GPU path is open */
+  uint64_t decode_cpu_images;  /* decoded on the CPU, fallbacks included */
+  uint64_t decode_gpu_images;  /* decoded on the GPU */
+  uint64_t decode_not_gpu;     /* not for the GPU: PNG, progressive, CMYK */
+  uint64_t decode_gpu_failed;  /* refused by nvJPEG, decoded on the CPU */
+  double decode_cpu_s;         /* CPU-path time, summed over workers */
+  double decode_gpu_s;         /* GPU calls, begin to end, summed */
+  double decode_gpu_share;     /* the GPU's share of GPU-able JPEGs now */
 } pl_loader_timings;
 
 PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,

@@ -13,8 +13,8 @@
 set -uo pipefail
 # The parts that test (the rest benchmark): the core with ctest -L gpu
 # (fault injection), the Python suite with CUDA, the differential suite on
-# CUDA, the transforms' equality tests.
-TEST_PARTS=(10 30 35 65)
+# CUDA, the transforms' equality tests, JPEG decode on the GPU (66).
+TEST_PARTS=(10 30 35 65 66)
 if [[ ${1:-} == --tests ]]; then
   shift
   export PL_GPU_TESTS_ONLY=1

@@ -33,7 +33,7 @@ static void set_fails(const char *name, const char *value, const char *want) {
 }
 
 static void table(void) {
-  CHECK_EQ_U64(pl_option_count(), 25);
+  CHECK_EQ_U64(pl_option_count(), 26);
   CHECK(pl_option_info_at(-1) == NULL);
   CHECK(pl_option_info_at(pl_option_count()) == NULL);
   const pl_option_info *b = pl_option_info_at(pl_option_find("batch_size"));
@@ -88,6 +88,13 @@ static void setting(void) {
   CHECK(cfg.device == PL_DEVICE_CUDA && cfg.device_index == 3);
   CHECK_OK(pl_loader_config_set(&cfg, "log_level", "warning", &err), &err);
   CHECK_EQ_U64(cfg.log_level, PL_LOG_WARN);
+  CHECK_EQ_U64(cfg.decode, PL_DECODE_CPU); /* the default */
+  CHECK_OK(pl_loader_config_set(&cfg, "decode", "GPU", &err), &err);
+  CHECK_EQ_U64(cfg.decode, PL_DECODE_GPU);
+  CHECK_OK(pl_loader_config_set(&cfg, "decode", "auto", &err), &err);
+  CHECK_EQ_U64(cfg.decode, PL_DECODE_AUTO);
+  CHECK_OK(pl_loader_config_get(&cfg, "decode", buf, sizeof buf, &err), &err);
+  CHECK(!strcmp(buf, "auto"));
   CHECK_OK(pl_loader_config_set(&cfg, "timeout_s", "2.5", &err), &err);
   CHECK(cfg.timeout_s == 2.5);
   CHECK_OK(pl_loader_config_get(&cfg, "timeout_s", buf, sizeof buf, &err),
@@ -139,6 +146,8 @@ static void setting(void) {
                                  "got \"cuda:-1\"");
   set_fails("log_level", "loud",
             "log_level must be debug, info, warn or error, got \"loud\"");
+  set_fails("decode", "nvjpeg",
+            "decode must be cpu, gpu or auto, got \"nvjpeg\"");
   set_fails("batch_sise", "1", "unknown option 'batch_sise'");
 }
 

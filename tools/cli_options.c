@@ -268,6 +268,7 @@ static const char *placeholder(pl_option_type t) {
   case PL_OPT_REAL: return "SEC";
   case PL_OPT_DEVICE: return "DEVICE";
   case PL_OPT_LOG_LEVEL: return "LEVEL";
+  case PL_OPT_DECODE: return "cpu|gpu|auto";
   default: return "N";
   }
 }

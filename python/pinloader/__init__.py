@@ -244,7 +244,8 @@ OPTION_NAMES = {
 OPTION_METHODS = {"epoch": "set_epoch", "device_index": "device='cuda:N'",
                   "explicit_order": "sampler= (or shuffle=True without seed=)",
                   "error_ends_epoch": "always off: as torch's, an iterator goes on past a "
-                                      "batch that raised"}
+                                      "batch that raised",
+                  "decode": "datasets.ImageFolder(decode=...)"}
 
 
 def _prefetch(prefetch_factor, num_workers):
@@ -1454,6 +1455,10 @@ class DataLoader(_compat.loader_base()):
         # As torch's iterator, a batch that raised is lost alone: the next
         # next() returns the batch after it (_Engine._on_error).
         out["error_ends_epoch"] = False
+        # An ImageFolder's decode= (cpu, gpu, auto): the C option.
+        decode = getattr(self.dataset, "decode", None)
+        if decode is not None:
+            out["decode"] = decode
         return out
 
     # -- iteration

@@ -220,6 +220,15 @@ class ImageFolder(Dataset):
     "skip" replaces an unreadable image by another sample chosen from its
     index alone; ``replaced`` counts them.
 
+    decode: where a DataLoader over it decodes the JPEGs: "cpu" (the
+    workers, the default), "gpu" (nvJPEG on the loader's CUDA device; the
+    images nvJPEG cannot take, PNG, progressive or CMYK JPEGs, still on the
+    workers; an error when there is no GPU or no nvJPEG) or "auto" (both
+    at once, each batch split by their measured rates; the CPU alone, with
+    a notice, when the GPU path cannot open). nvJPEG comes from the
+    nvidia-nvjpeg wheel when it is installed, else from the CUDA toolkit
+    (or the file PL_NVJPEG_LIB names). ds[i] always decodes on the CPU.
+
     As torchvision's: ``root``, ``classes`` (the sorted class folder
     names), ``class_to_idx``, ``samples`` (= ``imgs``: [(path,
     class_index)] in the order read), ``targets``; ``size`` is (h, w). A
@@ -227,9 +236,15 @@ class ImageFolder(Dataset):
     are None."""
 
     def __init__(self, root, size=224, train=True, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 flip_p=0.5, resize=None, on_error="fail", crop_field=False, dct_scaling=True):
+                 flip_p=0.5, resize=None, on_error="fail", crop_field=False, dct_scaling=True,
+                 decode="cpu"):
         if on_error not in ("fail", "skip"):
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
+        if decode not in ("cpu", "gpu", "auto"):
+            raise ValueError("decode must be 'cpu', 'gpu' or 'auto', not %r" % (decode,))
+        self.decode = decode
+        if decode != "cpu":
+            _nvjpeg_from_wheel()
         self.size = _square_size(size)
         path = os.fspath(root)
         if isinstance(path, bytes):
@@ -280,6 +295,30 @@ class ImageFolder(Dataset):
     def class_to_idx(self):
         classes = self.classes
         return None if classes is None else {c: i for i, c in enumerate(classes)}
+
+
+def _nvjpeg_wheel_lib():
+    """libnvjpeg.so.13 of the nvidia-nvjpeg wheel (nvidia/cu13/lib), or None."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13", "nvjpeg"):
+            path = os.path.join(base, sub, "lib", "libnvjpeg.so.13")
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def _nvjpeg_from_wheel():
+    """The C library looks for nvJPEG in PL_NVJPEG_LIB first: point it at
+    the wheel's copy unless the user named one."""
+    if not os.environ.get("PL_NVJPEG_LIB"):
+        path = _nvjpeg_wheel_lib()
+        if path:
+            os.environ["PL_NVJPEG_LIB"] = path
 
 
 def to_float32(ds, field, scale=1.0 / 255):

@@ -81,6 +81,7 @@ static PyObject *option_text(const pl_option_info *o, PyObject *val) {
   }
   case PL_OPT_DEVICE:
   case PL_OPT_LOG_LEVEL:
+  case PL_OPT_DECODE:
     if (!PyUnicode_Check(val))
       return PyErr_Format(PyExc_ValueError, "%s must be one of %s, got %R",
                           o->name, o->values, val);
@@ -261,6 +262,7 @@ static PyObject *option_pyvalue(const pl_option_info *o, const char *text) {
     return PyFloat_FromDouble(PyOS_string_to_double(text, NULL, NULL));
   case PL_OPT_DEVICE:
   case PL_OPT_LOG_LEVEL:
+  case PL_OPT_DECODE:
     return PyUnicode_FromString(text);
   default:
     if (!strcmp(text, "auto")) /* PL_OPT_AUTO_INT */
@@ -290,7 +292,8 @@ static PyObject *config_dict(const pl_loader_config *cfg) {
 
 static const char *option_type_name(pl_option_type t) {
   static const char *const names[] = {"bool", "int",  "u32",    "u64",
-                                      "bytes", "real", "device", "log_level"};
+                                      "bytes", "real", "device", "log_level",
+                                      "auto_int", "decode"};
   return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 

@@ -52,7 +52,7 @@ def test_loader_options_is_the_c_table():
                      "device_index", "pin_memory", "non_blocking", "pinned_budget", "max_batch_buffers",
                      "direct_copy", "copy_chunk_bytes", "rank", "world_size", "epoch", "timeout_s",
                      "log_level", "timings", "cpu_budget", "replay_batches", "replay_after",
-                     "explicit_order", "error_ends_epoch"]
+                     "explicit_order", "error_ends_epoch", "decode"]
     by = {o["name"]: o for o in opts}
     assert by["batch_size"] == {"name": "batch_size", "type": "u32", "default": 1, "min": 1,
                                 "max": 2**32 - 1, "doc": "samples per batch", "values": None}
@@ -87,7 +87,7 @@ def test_dataloader_arguments_arrive_in_c():
                    "direct_copy": True, "copy_chunk_bytes": 12345, "rank": 0, "world_size": 1, "epoch": 0,
                    "timeout_s": 2.0, "log_level": "warn", "timings": True, "cpu_budget": 0.0,
                    "replay_batches": 0, "replay_after": 0, "explicit_order": False,
-                   "error_ends_epoch": False}
+                   "error_ends_epoch": False, "decode": "cpu"}
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -19,6 +19,7 @@
 #define PL_OPT_CTYPE_DEVICE pl_device_kind
 #define PL_OPT_CTYPE_LOG_LEVEL pl_log_level
 #define PL_OPT_CTYPE_AUTO_INT int
+#define PL_OPT_CTYPE_DECODE pl_decode_mode
 
 #define PL_OPT_CHECK_(name, TYPE, def, lo, hi, doc)                           \
   _Static_assert(sizeof(((pl_loader_config *)0)->name) ==                     \
@@ -29,6 +30,7 @@ PL_OPTION_MAP(PL_OPT_CHECK_)
 /* value_read / value_write move the enums as ints. */
 _Static_assert(sizeof(pl_device_kind) == sizeof(int), "enum size");
 _Static_assert(sizeof(pl_log_level) == sizeof(int), "enum size");
+_Static_assert(sizeof(pl_decode_mode) == sizeof(int), "enum size");
 
 typedef struct option {
   pl_option_info info;
@@ -45,6 +47,7 @@ typedef struct option {
 #define PL_OPT_VALUES_DEVICE "auto|cpu|cuda|cuda:N"
 #define PL_OPT_VALUES_LOG_LEVEL "debug|info|warn|error"
 #define PL_OPT_VALUES_AUTO_INT "N|auto"
+#define PL_OPT_VALUES_DECODE "cpu|gpu|auto"
 
 #define PL_OPT_ROW_(name, TYPE, def, lo, hi, doc)                             \
   {{#name, PL_OPT_##TYPE, doc, PL_OPT_VALUES_##TYPE, (uint64_t)(def), (uint64_t)(lo),         \
@@ -156,6 +159,9 @@ static pl_status range_error(pl_error *err, const option *o, const char *got) {
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "%s must be debug, info, warn or error, got %s", in->name,
                      got);
+  case PL_OPT_DECODE:
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "%s must be cpu, gpu or auto, got %s", in->name, got);
   case PL_OPT_REAL:
     return pl_errorf(err, PL_INVALID_ARGUMENT, "%s must be in [%g, %g], got %s",
                      in->name, in->min_real, in->max_real, got);
@@ -175,6 +181,7 @@ static pl_status range_error(pl_error *err, const option *o, const char *got) {
 static void value_text(const option *o, value v, char *buf, size_t n) {
   static const char *const devices[] = {"auto", "cpu", "cuda"};
   static const char *const levels[] = {"debug", "info", "warn", "error"};
+  static const char *const decodes[] = {"cpu", "gpu", "auto"};
   pl_option_type t = o->info.type;
   if (t == PL_OPT_REAL)
     snprintf(buf, n, "%.17g", v.d);
@@ -182,6 +189,8 @@ static void value_text(const option *o, value v, char *buf, size_t n) {
     snprintf(buf, n, "%s", devices[v.u]);
   else if (t == PL_OPT_LOG_LEVEL && !v.neg && v.u < 4)
     snprintf(buf, n, "%s", levels[v.u]);
+  else if (t == PL_OPT_DECODE && !v.neg && v.u < 3)
+    snprintf(buf, n, "%s", decodes[v.u]);
   else if (is_auto(o, v))
     snprintf(buf, n, "auto");
   else
@@ -194,7 +203,8 @@ pl_status pl_options_check(const pl_loader_config *cfg, pl_error *err) {
     value v = value_read(cfg, o);
     if (!in_range(o, v)) {
       char got[64];
-      if (o->info.type == PL_OPT_DEVICE || o->info.type == PL_OPT_LOG_LEVEL)
+      if (o->info.type == PL_OPT_DEVICE || o->info.type == PL_OPT_LOG_LEVEL ||
+          o->info.type == PL_OPT_DECODE)
         snprintf(got, sizeof got, "%s%llu", v.neg ? "-" : "",
                  (unsigned long long)v.u);
       else
@@ -403,6 +413,7 @@ pl_status pl_loader_config_set(pl_loader_config *cfg, const char *name,
     return pl_errorf(err, PL_INVALID_ARGUMENT, "%s: value is NULL",
                      o->info.name);
   static const char *const levels[] = {"debug", "info", "warn", "error"};
+  static const char *const decodes[] = {"cpu", "gpu", "auto"};
   value v = {0, 0, 0};
   switch (o->info.type) {
   case PL_OPT_DEVICE:
@@ -410,6 +421,10 @@ pl_status pl_loader_config_set(pl_loader_config *cfg, const char *name,
   case PL_OPT_LOG_LEVEL:
     if (!parse_word(text, levels, 4, &v) &&
         !(strcasecmp(text, "warning") ? 0 : (v.u = PL_LOG_WARN, 1)))
+      return not_valid(err, o, text);
+    break;
+  case PL_OPT_DECODE:
+    if (!parse_word(text, decodes, 3, &v))
       return not_valid(err, o, text);
     break;
   case PL_OPT_BOOL:

@@ -223,6 +223,7 @@ pl_status pl_loader_next_timed(pl_loader *ld, double wait_s, pl_batch **out,
   c->count.consumer_wait_s += now - t0;
   pl_timing_returned(c, t0, now, s == PL_OK ? *out : NULL);
   pthread_mutex_unlock(&c->mu);
+  pl_decode_poll(c);
   int want = pl_tune_tick(c);
   if (want > 0) { /* a deeper prefetch needs the buffers to fill */
     pthread_mutex_lock(&c->mu);

@@ -206,6 +206,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   c->cfg.transforms = NULL;
   c->cfg.num_transforms = 0;
   PL_TRY(pl_replay_setup(c, err));
+  PL_TRY(pl_decode_setup(c, err)); /* may replace c->ds: before the plan */
   PL_TRY(open_backend(c, err));
   pl_timing_init(c);
   pl_core_restart(c, cfg->epoch, 0);

@@ -115,6 +115,7 @@ struct pl_core {
   pl_counters count;
 
   pl_timing tm;       /* per-stage clocks (timing.c) */
+  atomic_int decode_off_logged; /* decode_setup.c */
   pl_replay replay;   /* replay.c */
   pl_tune tune;       /* tune.c: active workers, the tuned depth */
   atomic_int worker_ids; /* each worker takes the next id at start */
@@ -175,6 +176,13 @@ void pl_replay_on_deliver(pl_core *c, pl_batch *b);
 pl_status pl_replay_next(pl_core *c, pl_batch **out, pl_error *err);
 int pl_replay_release(pl_core *c, pl_batch *b);
 void pl_replay_free(pl_core *c);
+
+/* decode_setup.c: cfg.decode gpu / auto for an image folder: c->ds becomes
+ * its GPU view (or, auto without a GPU path, stays, with a notice). */
+pl_status pl_decode_setup(pl_core *c, pl_error *err);
+/* After each pl_loader_next, without the lock: logs (WARN, once) that the
+ * GPU decode path turned off after an error, and why. */
+void pl_decode_poll(pl_core *c);
 
 /* Autotuning (tune.c). setup: at create, before the layout: resolves
  * PL_AUTO into threads to start and a first depth, and sets active. tick:

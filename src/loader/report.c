@@ -241,6 +241,34 @@ static void cpu_line(const pl_report_in *in, const measures *m,
       t->worker_threads, in->auto_workers ? ", tuned" : "");
 }
 
+/* Image folders with decode gpu / auto: how the JPEGs were shared, and
+ * each path's rate as a worker saw it (CPU: its own decodes; GPU: its
+ * calls, begin to end, other workers' work on the GPU included). */
+static void decode_line(const pl_report_in *in, pl_analysis *a) {
+  const pl_loader_timings *t = &in->t;
+  uint64_t all = t->decode_cpu_images + t->decode_gpu_images;
+  if (!all)
+    return;
+  double cpu_rate = t->decode_cpu_s > 0
+                        ? (double)(t->decode_cpu_images -
+                                   t->decode_gpu_failed) / t->decode_cpu_s
+                        : 0;
+  double gpu_rate = t->decode_gpu_s > 0
+                        ? (double)t->decode_gpu_images / t->decode_gpu_s
+                        : 0;
+  add(a, "decode",
+      "%.0f%% of images decoded on the GPU%s (%llu GPU, %llu CPU; share of "
+      "GPU-able JPEGs now %.0f%%; %.4g images/s per worker on the CPU path, "
+      "%.4g per call on the GPU path; to the CPU: %llu not for the GPU, %llu "
+      "refused by nvJPEG)",
+      pct((double)t->decode_gpu_images / (double)all),
+      t->decode_gpu ? "" : ", now off after a GPU error",
+      (unsigned long long)t->decode_gpu_images,
+      (unsigned long long)t->decode_cpu_images, pct(t->decode_gpu_share),
+      cpu_rate, gpu_rate, (unsigned long long)t->decode_not_gpu,
+      (unsigned long long)t->decode_gpu_failed);
+}
+
 void pl_report_analyze(const pl_report_in *in, pl_analysis *a) {
   memset(a, 0, sizeof *a);
   measures m = measure(&in->t);
@@ -267,6 +295,7 @@ void pl_report_analyze(const pl_report_in *in, pl_analysis *a) {
   prefetch_line(in, &m, a);
   headroom_line(in, a);
   cpu_line(in, &m, a);
+  decode_line(in, a);
 }
 
 /* ------------------------------------------------------------ format */
@@ -361,6 +390,14 @@ static void format_json(const pl_report_in *in, const pl_analysis *a,
       {"replay_wait_s", t->replay_wait_s},
       {"process_cpu_s", t->process_cpu_s},
       {"worker_process_cpu_s", t->worker_process_cpu_s},
+      {"decode_gpu", t->decode_gpu},
+      {"decode_cpu_images", (double)t->decode_cpu_images},
+      {"decode_gpu_images", (double)t->decode_gpu_images},
+      {"decode_not_gpu", (double)t->decode_not_gpu},
+      {"decode_gpu_failed", (double)t->decode_gpu_failed},
+      {"decode_cpu_s", t->decode_cpu_s},
+      {"decode_gpu_s", t->decode_gpu_s},
+      {"decode_gpu_share", t->decode_gpu_share},
   };
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     put(o, "%s", i ? ", " : "");

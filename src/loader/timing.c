@@ -3,6 +3,7 @@
 #include "loader/loader_internal.h"
 #include "core/cpus.h"
 #include "loader/report.h"
+#include "data/sources/images_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,22 @@ static double ns_s(uint64_t hi, uint64_t lo) {
 
 /* The steady-state window: first batch out to the last (or to the
  * replay's start). [mu] */
+/* The GPU decode split's counts, since create (not the steady state:
+ * they say how the work was shared, not how fast). */
+static void decode_timings(pl_core *c, pl_loader_timings *t) {
+  pl_decode_counts d;
+  if (!pl_images_decode_counts(c->ds, &d))
+    return;
+  t->decode_gpu = !d.gpu_off;
+  t->decode_cpu_images = d.cpu_images + d.gpu_failed;
+  t->decode_gpu_images = d.gpu_images;
+  t->decode_not_gpu = d.not_gpu;
+  t->decode_gpu_failed = d.gpu_failed;
+  t->decode_cpu_s = d.cpu_s;
+  t->decode_gpu_s = d.gpu_s;
+  t->decode_gpu_share = d.share;
+}
+
 static void fill_timings(pl_core *c, pl_loader_timings *t) {
   pl_timing *tm = &c->tm;
   memset(t, 0, sizeof *t);
@@ -97,6 +114,7 @@ static void fill_timings(pl_core *c, pl_loader_timings *t) {
   t->replayed = tm->replayed;
   t->replay_s = tm->replayed > 1 ? tm->t_replay_last - tm->t_replay0 : 0;
   t->replay_wait_s = tm->replay_wait_s;
+  decode_timings(c, t);
   if (!tm->have_first)
     return;
   pl_stage_snap now;

@@ -19,11 +19,14 @@
 #include "core/rng.h"
 #include "data/image_decode.h"
 #include "data/image_resize.h"
+#include "data/jpeg_probe.h"
+#include "data/sources/images_gpu.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -195,9 +198,9 @@ static const char *file_kind(mode_t m) {
                        : "special file";
 }
 
-/* The whole file into the scratch's file slot. */
-static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
-                           size_t *n, pl_error *err) {
+/* The file open for reading, checked, and its size. */
+static pl_status open_image(const char *path, int *fd_out, size_t *size_out,
+                            pl_error *err) {
   /* O_NONBLOCK: opening a FIFO (or a device) without it waits for a
    * writer, forever; the type is checked on the descriptor, after. It
    * changes nothing for the regular files read below. */
@@ -225,9 +228,16 @@ static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
     close(fd);
     return s;
   }
-  size_t size = (size_t)st.st_size, got = 0;
-  uint8_t *buf = pl_scratch_get(sc, SLOT_FILE, size ? size : 1);
-  while (buf && got < size) {
+  *fd_out = fd;
+  *size_out = (size_t)st.st_size;
+  return PL_OK;
+}
+
+/* size bytes of fd into buf; closes fd. */
+static pl_status read_all(int fd, const char *path, uint8_t *buf, size_t size,
+                          pl_error *err) {
+  size_t got = 0;
+  while (got < size) {
     ssize_t r = read(fd, buf + got, size - got);
     if (r < 0 && errno == EINTR)
       continue;
@@ -242,8 +252,21 @@ static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
     got += (size_t)r;
   }
   close(fd);
-  if (!buf)
+  return PL_OK;
+}
+
+/* The whole file into the scratch's file slot. */
+static pl_status read_file(const char *path, pl_scratch *sc, uint8_t **out,
+                           size_t *n, pl_error *err) {
+  int fd;
+  size_t size;
+  PL_TRY(open_image(path, &fd, &size, err));
+  uint8_t *buf = pl_scratch_get(sc, SLOT_FILE, size ? size : 1);
+  if (!buf) {
+    close(fd);
     return pl_errorf(err, PL_NO_MEMORY, "%s: out of memory", path);
+  }
+  PL_TRY(read_all(fd, path, buf, size, err));
   *out = buf;
   *n = size;
   return PL_OK;
@@ -265,13 +288,23 @@ static void resize_source(const pl_decoded *d, const crop_box *b,
   s->x1 = PL_MAX(s->x1, s->x0 + 1), s->y1 = PL_MAX(s->y1, s->y0 + 1);
 }
 
-static pl_status load_one(const images_impl *im, uint64_t index,
-                          const pl_sample_ctx *ctx, pl_scratch *sc,
-                          void *const *dst, pl_error *err) {
+/* The label and crop fields of a sample whose image is written. */
+static void put_extras(const images_impl *im, uint64_t index,
+                       const crop_box *b, void *const *dst) {
+  memcpy(dst[1], &im->label[index], sizeof(int64_t));
+  if (im->opt.crop_field) {
+    int32_t crop[5] = {b->param[0], b->param[1], b->param[2], b->param[3],
+                       b->flip};
+    memcpy(dst[2], crop, sizeof crop);
+  }
+}
+
+/* Sample `index` from its file's bytes data[0..n). */
+static pl_status decode_one(const images_impl *im, uint64_t index,
+                            const pl_sample_ctx *ctx, pl_scratch *sc,
+                            const uint8_t *data, size_t n, void *const *dst,
+                            pl_error *err) {
   const char *path = im->names + im->offset[index];
-  uint8_t *data = NULL;
-  size_t n = 0;
-  PL_TRY(read_file(path, sc, &data, &n, err));
   plan_ctx pc = {.im = im,
                  .rng = pl_rng_for(ctx->seed, ctx->epoch, index,
                                    RNG_STREAM_CROP)};
@@ -290,13 +323,18 @@ static pl_status load_one(const images_impl *im, uint64_t index,
     pl_error_set_path(err, path);
     return pl_error_prefix(err, "%s", path);
   }
-  memcpy(dst[1], &im->label[index], sizeof(int64_t));
-  if (im->opt.crop_field) {
-    int32_t crop[5] = {pc.box.param[0], pc.box.param[1], pc.box.param[2],
-                       pc.box.param[3], pc.box.flip};
-    memcpy(dst[2], crop, sizeof crop);
-  }
+  put_extras(im, index, &pc.box, dst);
   return PL_OK;
+}
+
+static pl_status load_one(const images_impl *im, uint64_t index,
+                          const pl_sample_ctx *ctx, pl_scratch *sc,
+                          void *const *dst, pl_error *err) {
+  const char *path = im->names + im->offset[index];
+  uint8_t *data = NULL;
+  size_t n = 0;
+  PL_TRY(read_file(path, sc, &data, &n, err));
+  return decode_one(im, index, ctx, sc, data, n, dst, err);
 }
 
 static void log_replacement(const pl_sample_ctx *ctx, uint64_t index,
@@ -352,6 +390,300 @@ static pl_status images_read(const pl_dataset *ds, uint64_t index,
   return s;
 }
 
+/* ---------------------------------------------------------------- GPU */
+
+/* One read_batch call's working memory, pooled as the scratches are: the
+ * batch's files, all read before any decode (the GPU reads its share
+ * while the worker decodes the rest), and the GPU's jobs. */
+typedef struct gpu_batch {
+  struct gpu_batch *next;
+  uint8_t *files;
+  size_t used, cap;
+  uint32_t n_cap;
+  size_t *off, *len;    /* each sample's bytes in files */
+  pl_status *rs;        /* its read's status */
+  uint8_t *route;       /* ROUTE_* */
+  uint32_t *gpu_of;     /* job -> sample */
+  pl_gpu_job *jobs;
+} gpu_batch;
+
+enum { ROUTE_CPU = 0, ROUTE_GPU_OK, ROUTE_GPU };
+
+/* A loader's view of an image folder with the GPU path: a dataset of its
+ * own (the folder's fields and samples; its reads are the folder's) that
+ * reads whole batches, so that other loaders of the folder are not
+ * changed by it. */
+typedef struct gpu_view {
+  pl_dataset *inner; /* the folder, retained */
+  pl_gpu_decoder *gpu;
+  pl_decode_split split;
+  pthread_mutex_t mu; /* guards free_batches */
+  gpu_batch *free_batches;
+} gpu_view;
+
+static void gb_free(gpu_batch *gb) {
+  if (!gb)
+    return;
+  free(gb->files), free(gb->off), free(gb->len), free(gb->rs);
+  free(gb->route), free(gb->gpu_of), free(gb->jobs);
+  free(gb);
+}
+
+static gpu_batch *gb_take(gpu_view *v) {
+  pthread_mutex_lock(&v->mu);
+  gpu_batch *gb = v->free_batches;
+  if (gb)
+    v->free_batches = gb->next;
+  pthread_mutex_unlock(&v->mu);
+  return gb ? gb : calloc(1, sizeof *gb);
+}
+
+static void gb_give(gpu_view *v, gpu_batch *gb) {
+  if (!gb)
+    return;
+  pthread_mutex_lock(&v->mu);
+  gb->next = v->free_batches;
+  v->free_batches = gb;
+  pthread_mutex_unlock(&v->mu);
+}
+
+#define GB_GROW(p, n) \
+  (tmp = realloc((p), (size_t)(n) * sizeof *(p))) ? ((p) = tmp, 1) : 0
+
+static int gb_reserve(gpu_batch *gb, uint32_t n) {
+  void *tmp;
+  if (n <= gb->n_cap)
+    return 1;
+  if (!(GB_GROW(gb->off, n)) || !(GB_GROW(gb->len, n)) ||
+      !(GB_GROW(gb->rs, n)) || !(GB_GROW(gb->route, n)) ||
+      !(GB_GROW(gb->gpu_of, n)) || !(GB_GROW(gb->jobs, n)))
+    return 0;
+  gb->n_cap = n;
+  return 1;
+}
+
+/* Appends sample i's file to gb->files. */
+static pl_status gb_read(gpu_batch *gb, uint32_t i, const char *path,
+                         pl_error *err) {
+  int fd;
+  size_t size;
+  PL_TRY(open_image(path, &fd, &size, err));
+  if (gb->used + size > gb->cap) {
+    size_t cap = PL_MAX(gb->cap * 2, gb->used + size + (1u << 20));
+    uint8_t *f = realloc(gb->files, cap);
+    if (!f) {
+      close(fd);
+      return pl_errorf(err, PL_NO_MEMORY, "%s: out of memory", path);
+    }
+    gb->files = f, gb->cap = cap;
+  }
+  PL_TRY(read_all(fd, path, gb->files + gb->used, size, err));
+  gb->off[i] = gb->used, gb->len[i] = size;
+  gb->used += size;
+  return PL_OK;
+}
+
+/* Sample i's field pointers in the batch. */
+static void sample_dst(const pl_dataset *ds, const pl_batch_dst *dst,
+                       uint32_t i, void **out) {
+  for (int f = 0; f < ds->nfields && f < 3; f++)
+    out[f] = (uint8_t *)dst->base[f] + (uint64_t)i * ds->field_bytes[f];
+}
+
+/* The CPU path for sample i: from the bytes read, else (a failed read or
+ * decode) as a per-sample read does it, replacement and error alike. */
+static pl_status cpu_sample(images_impl *im, uint64_t index,
+                            const pl_sample_ctx *ctx, pl_scratch *sc,
+                            const gpu_batch *gb, uint32_t i,
+                            void *const *dstv, pl_error *err) {
+  if (gb->rs[i] == PL_OK &&
+      decode_one(im, index, ctx, sc, gb->files + gb->off[i], gb->len[i],
+                 dstv, err) == PL_OK)
+    return PL_OK;
+  pl_error_clear(err);
+  return read_or_replace(im, index, ctx, sc, dstv, err);
+}
+
+/* Job j for sample i: the same draws as the CPU path's (plan_decode). */
+static void plan_job(const images_impl *im, uint64_t index,
+                     const pl_sample_ctx *ctx, const pl_jpeg_info *info,
+                     const gpu_batch *gb, uint32_t i, void *const *dstv,
+                     pl_gpu_job *j) {
+  plan_ctx pc = {.im = im,
+                 .rng = pl_rng_for(ctx->seed, ctx->epoch, index,
+                                   RNG_STREAM_CROP)};
+  if (im->opt.train)
+    random_resized_crop(&pc, info->width, info->height);
+  else
+    resize_center_crop(&pc, info->width, info->height);
+  const crop_box *b = &pc.box;
+  *j = (pl_gpu_job){gb->files + gb->off[i], gb->len[i], info->width,
+                    info->height, b->rx, b->ry, b->rw, b->rh, b->x0, b->y0,
+                    b->x1, b->y1, b->flip, dstv[0], 0};
+  put_extras(im, index, b, dstv);
+}
+
+/* Reads every file, and marks the JPEGs the GPU path takes. */
+static uint32_t read_all_files(const images_impl *im, gpu_view *v,
+                               const uint64_t *idx,
+                               uint32_t n, const pl_batch_dst *dst,
+                               gpu_batch *gb) {
+  gb->used = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    pl_error e;
+    if (dst->report)
+      dst->report(dst, idx[i]);
+    gb->route[i] = ROUTE_CPU;
+    gb->rs[i] = gb_read(gb, i, im->names + im->offset[idx[i]], &e);
+  }
+  uint32_t cand = 0, not_gpu = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (gb->rs[i] != PL_OK)
+      continue; /* the CPU path reports it */
+    pl_jpeg_info info;
+    pl_jpeg_probe(gb->files + gb->off[i], gb->len[i], &info);
+    if (pl_jpeg_gpu_ok(&info) && info.width <= PL_IMAGE_MAX_PIXELS / info.height)
+      gb->route[i] = ROUTE_GPU_OK, cand++;
+    else
+      not_gpu++;
+  }
+  if (not_gpu)
+    pl_split_count_not_gpu(&v->split, not_gpu);
+  return cand;
+}
+
+/* The first k GPU-able samples become jobs; returns how many. */
+static uint32_t plan_jobs(const images_impl *im, const pl_dataset *ds,
+                          const uint64_t *idx, uint32_t n, uint32_t k,
+                          const pl_sample_ctx *ctx, const pl_batch_dst *dst,
+                          gpu_batch *gb) {
+  uint32_t nj = 0;
+  for (uint32_t i = 0; i < n && nj < k; i++) {
+    if (gb->route[i] != ROUTE_GPU_OK)
+      continue;
+    pl_jpeg_info info;
+    pl_jpeg_probe(gb->files + gb->off[i], gb->len[i], &info);
+    void *dstv[3];
+    sample_dst(ds, dst, i, dstv);
+    gb->route[i] = ROUTE_GPU;
+    gb->gpu_of[nj] = i;
+    plan_job(im, idx[i], ctx, &info, gb, i, dstv, &gb->jobs[nj++]);
+  }
+  return nj;
+}
+
+static void gpu_off(gpu_view *v, const pl_error *why) {
+  pl_split_turn_off(&v->split, why->message);
+}
+
+/* Every sample not on the GPU, on this thread; the first error ends it. */
+static pl_status cpu_share(images_impl *im, const pl_dataset *ds,
+                           const uint64_t *idx, uint32_t n,
+                           const pl_sample_ctx *ctx, const pl_batch_dst *dst,
+                           gpu_batch *gb, pl_scratch *sc, uint32_t *done,
+                           pl_error *err) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (gb->route[i] == ROUTE_GPU)
+      continue;
+    void *dstv[3];
+    sample_dst(ds, dst, i, dstv);
+    PL_TRY(cpu_sample(im, idx[i], ctx, sc, gb, i, dstv, err));
+    ++*done;
+  }
+  return PL_OK;
+}
+
+static pl_status batch_run(gpu_view *v, const pl_dataset *ds,
+                           const uint64_t *idx, uint32_t n,
+                           const pl_sample_ctx *ctx, const pl_batch_dst *dst,
+                           gpu_batch *gb, pl_scratch *sc, pl_error *err) {
+  images_impl *im = v->inner->impl;
+  uint32_t cand = read_all_files(im, v, idx, n, dst, gb);
+  uint32_t k = pl_split_gpu_count(&v->split, cand);
+  uint32_t nj = plan_jobs(im, ds, idx, n, k, ctx, dst, gb), ncpu = 0;
+  void *ticket = NULL;
+  pl_error ge;
+  double t0 = pl_now();
+  if (nj && v->gpu->begin(v->gpu, gb->jobs, nj, im->opt.size, &ticket,
+                          &ge) != PL_OK) {
+    gpu_off(v, &ge);
+    for (uint32_t j = 0; j < nj; j++)
+      gb->jobs[j].failed = 1;
+  }
+  double t1 = pl_now();
+  pl_status s = cpu_share(im, ds, idx, n, ctx, dst, gb, sc, &ncpu, err);
+  uint64_t cpu_ns = (uint64_t)((pl_now() - t1) * 1e9);
+  if (ticket && v->gpu->finish(v->gpu, ticket, &ge) != PL_OK)
+    gpu_off(v, &ge); /* its jobs are marked failed */
+  uint64_t gpu_ns = (uint64_t)((pl_now() - t0) * 1e9);
+  uint32_t nfail = 0;
+  for (uint32_t j = 0; j < nj; j++) {
+    if (!gb->jobs[j].failed)
+      continue;
+    nfail++;
+    uint32_t i = gb->gpu_of[j];
+    void *dstv[3];
+    sample_dst(ds, dst, i, dstv);
+    if (s == PL_OK)
+      s = cpu_sample(im, idx[i], ctx, sc, gb, i, dstv, err);
+  }
+  if (nfail)
+    pl_split_count_failed(&v->split, nfail);
+  pl_split_observe(&v->split, ncpu, cpu_ns, nj - nfail, gpu_ns);
+  return s;
+}
+
+static pl_status images_read_batch(const pl_dataset *ds, const uint64_t *idx,
+                                   uint32_t n, const pl_batch_info *info,
+                                   const pl_batch_dst *dst, pl_error *err) {
+  gpu_view *v = ds->impl;
+  images_impl *im = v->inner->impl;
+  /* No log hook here: read_batch has none (replacements are counted). */
+  const pl_sample_ctx ctx = {info->seed, info->epoch, NULL};
+  gpu_batch *gb = gb_take(v);
+  pl_scratch *sc = pl_scratch_take(&im->scratch);
+  pl_status s = gb && sc && gb_reserve(gb, n)
+                    ? batch_run(v, ds, idx, n, &ctx, dst, gb, sc, err)
+                    : pl_errorf(err, PL_NO_MEMORY, "images: out of memory");
+  pl_scratch_give(&im->scratch, sc);
+  gb_give(v, gb);
+  return s;
+}
+
+static void view_destroy(void *p) {
+  gpu_view *v = p;
+  if (!v)
+    return;
+  while (v->free_batches) {
+    gpu_batch *gb = v->free_batches;
+    v->free_batches = gb->next;
+    gb_free(gb);
+  }
+  if (v->gpu)
+    v->gpu->destroy(v->gpu);
+  pl_dataset_destroy(v->inner); /* drops our reference */
+  pthread_mutex_destroy(&v->mu);
+  free(v);
+}
+
+static pl_status view_read(const pl_dataset *ds, uint64_t index,
+                           const pl_sample_ctx *ctx, void *const *dst,
+                           pl_error *err) {
+  const gpu_view *v = ds->impl;
+  return v->inner->vt->read(v->inner, index, ctx, dst, err);
+}
+
+static uint64_t view_replaced(const pl_dataset *ds) {
+  const gpu_view *v = ds->impl;
+  return v->inner->vt->replaced(v->inner);
+}
+
+static const char *view_sample_path(const pl_dataset *ds, uint64_t index,
+                                    int64_t *label) {
+  const gpu_view *v = ds->impl;
+  return v->inner->vt->sample_path(v->inner, index, label);
+}
+
 static uint64_t images_replaced(const pl_dataset *ds) {
   images_impl *im = ds->impl;
   return atomic_load_explicit(&im->replaced, memory_order_relaxed);
@@ -383,6 +715,60 @@ static const pl_dataset_vt images_vt = {
     .sample_path = images_sample_path,
     .destroy_impl = images_destroy,
 };
+
+/* The GPU view (gpu_view): batches are read whole. */
+static const pl_dataset_vt images_gpu_vt = {
+    .kind = "images",
+    .read = view_read,
+    .read_batch = images_read_batch,
+    .replaced = view_replaced,
+    .sample_path = view_sample_path,
+    .destroy_impl = view_destroy,
+};
+
+int pl_images_is(const pl_dataset *ds) {
+  return ds && ds->vt == &images_vt;
+}
+
+pl_status pl_images_gpu_view(pl_dataset *ds, pl_gpu_decoder *dec, int mode,
+                             pl_dataset **out, pl_error *err) {
+  *out = NULL;
+  gpu_view *v = pl_images_is(ds) ? calloc(1, sizeof *v) : NULL;
+  if (!v) {
+    dec->destroy(dec);
+    return pl_images_is(ds)
+               ? pl_errorf(err, PL_NO_MEMORY, "out of memory")
+               : pl_errorf(err, PL_INVALID_ARGUMENT,
+                           "GPU decode: the dataset is not an image folder");
+  }
+  v->inner = pl_dataset_retain(ds);
+  v->gpu = dec;
+  pl_split_init(&v->split, mode);
+  pthread_mutex_init(&v->mu, NULL);
+  pl_status s = pl_dataset_new(&images_gpu_vt, v, ds->length, ds->fields,
+                               ds->nfields, out, err);
+  if (s != PL_OK)
+    view_destroy(v);
+  return s;
+}
+
+int pl_images_gpu_off(const pl_dataset *ds, char *why, size_t n) {
+  if (!ds || ds->vt != &images_gpu_vt)
+    return 0;
+  pl_decode_split *s = &((gpu_view *)ds->impl)->split;
+  if (!atomic_load_explicit(&s->off, memory_order_acquire))
+    return 0;
+  snprintf(why, n, "%s", s->why);
+  return 1;
+}
+
+int pl_images_decode_counts(const pl_dataset *ds, pl_decode_counts *out) {
+  memset(out, 0, sizeof *out);
+  if (!ds || ds->vt != &images_gpu_vt)
+    return 0;
+  pl_split_counts(&((gpu_view *)ds->impl)->split, out);
+  return 1;
+}
 
 /* ---------------------------------------------------------------- listing */
 

@@ -1,0 +1,442 @@
+/* The GPU decode path (data/gpu_decode.h) through nvJPEG: per call, one
+ * batched decode of each image's region (ROI decode where nvJPEG takes
+ * it, else the whole image), the resize and flip of image_crop.cu, and
+ * the crops' copies into the caller's host memory, all on a stream of the
+ * call's own context.
+ *
+ * Contexts (stream, nvJPEG state, device buffers) sit in a pool under
+ * `mu`, one taken per call, so concurrent callers never share a state
+ * (nvJPEG states are not thread-safe; its handle is). The pool grows to
+ * the number of callers at once (the loader's workers) and each context's
+ * buffers to the largest batch it met; nothing is freed before destroy. */
+#include "backend/cuda/device.h"
+#include "backend/cuda/image_crop_cuda.h"
+#include "backend/cuda/nvjpeg_lib.h"
+#include "backend/nvjpeg.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct nvj_ctx {
+  struct nvj_ctx *next;
+  cudaStream_t stream;
+  pl_nvjpeg_state state;
+  uint32_t cap, nparams;
+  const unsigned char **data;
+  size_t *lens;
+  pl_nvjpeg_image *img;
+  pl_crop_job *hjobs;
+  pl_nvjpeg_params *params;
+  pl_crop_job *djobs; /* device, cap */
+  uint8_t *dec, *out; /* device */
+  size_t dec_cap, out_cap;
+  /* Page-locked bounce for destinations that are not (a CPU loader's
+   * batches): a copy into pageable memory would make begin wait for the
+   * decode. via_bounce[i]: job i's crop is there until finish copies it. */
+  uint8_t *bounce;
+  size_t bounce_cap;
+  uint8_t *via_bounce;
+  pl_gpu_job *jobs; /* the call's */
+  uint32_t n, size;
+  int failed; /* nvJPEG refused the batch: every job to the CPU */
+} nvj_ctx;
+
+typedef struct nvj_decoder {
+  pl_gpu_decoder pub;
+  pl_nvjpeg_lib lib;
+  pl_nvjpeg_handle h;
+  int device;
+  atomic_int no_roi; /* ROI decode refused once: whole images since */
+  pthread_mutex_t mu;
+  nvj_ctx *free;
+} nvj_decoder;
+
+static pl_status nvj_fail(pl_error *err, pl_nvjpeg_status st,
+                          const char *call) {
+  return pl_errorf(err, PL_CUDA, "%s: %s (%d)", call,
+                   pl_nvjpeg_status_name(st), (int)st);
+}
+
+#define NVJ_TRY(call, name, err)                     \
+  do {                                               \
+    pl_nvjpeg_status nt_st_ = (call);                \
+    if (nt_st_ != PL_NVJPEG_STATUS_SUCCESS)          \
+      return nvj_fail(err, nt_st_, name);            \
+  } while (0)
+
+/* ------------------------------------------------------------ contexts */
+
+static void ctx_free(nvj_decoder *d, nvj_ctx *c) {
+  if (!c)
+    return;
+  if (c->stream)
+    cudaStreamSynchronize(c->stream);
+  for (uint32_t i = 0; i < c->nparams; i++)
+    d->lib.nvjpegDecodeParamsDestroy(c->params[i]);
+  if (c->state)
+    d->lib.nvjpegJpegStateDestroy(c->state);
+  cudaFree(c->djobs);
+  cudaFree(c->dec);
+  cudaFree(c->out);
+  cudaFreeHost(c->bounce);
+  if (c->stream)
+    cudaStreamDestroy(c->stream);
+  (void)cudaGetLastError();
+  free(c->data), free(c->lens), free(c->img), free(c->hjobs);
+  free(c->params), free(c->via_bounce);
+  free(c);
+}
+
+static pl_status ctx_new(nvj_decoder *d, nvj_ctx **out, pl_error *err) {
+  nvj_ctx *c = pl_calloc(1, sizeof *c);
+  if (!c)
+    return pl_errorf(err, PL_NO_MEMORY, "GPU decode: out of memory");
+  *out = c;
+  CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err);
+  NVJ_TRY(d->lib.nvjpegJpegStateCreate(d->h, &c->state),
+          "nvjpegJpegStateCreate", err);
+  return PL_OK;
+}
+
+static pl_status ctx_take(nvj_decoder *d, nvj_ctx **out, pl_error *err) {
+  pthread_mutex_lock(&d->mu);
+  nvj_ctx *c = d->free;
+  if (c)
+    d->free = c->next;
+  pthread_mutex_unlock(&d->mu);
+  if (c) {
+    *out = c;
+    return PL_OK;
+  }
+  pl_status s = ctx_new(d, &c, err);
+  if (s != PL_OK) {
+    ctx_free(d, c);
+    return s;
+  }
+  *out = c;
+  return PL_OK;
+}
+
+static void ctx_give(nvj_decoder *d, nvj_ctx *c) {
+  pthread_mutex_lock(&d->mu);
+  c->next = d->free;
+  d->free = c;
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* Device memory of at least `need` bytes at *p (contents not kept). */
+static pl_status dev_grow(uint8_t **p, size_t *cap, size_t need,
+                          pl_error *err) {
+  if (need <= *cap)
+    return PL_OK;
+  cudaFree(*p);
+  *p = NULL, *cap = 0;
+  CUDA_TRY(cudaMalloc((void **)p, need), err);
+  *cap = need;
+  return PL_OK;
+}
+
+/* Host arrays, device job table and decode parameters for n images. */
+static pl_status ctx_reserve(nvj_decoder *d, nvj_ctx *c, uint32_t n,
+                             pl_error *err) {
+  if (n > c->cap) {
+    void *a = realloc(c->data, n * sizeof *c->data);
+    if (a)
+      c->data = a;
+    void *b = a ? realloc(c->lens, n * sizeof *c->lens) : NULL;
+    if (b)
+      c->lens = b;
+    void *i = b ? realloc(c->img, n * sizeof *c->img) : NULL;
+    if (i)
+      c->img = i;
+    void *h = i ? realloc(c->hjobs, n * sizeof *c->hjobs) : NULL;
+    if (h)
+      c->hjobs = h;
+    void *p = h ? realloc(c->params, n * sizeof *c->params) : NULL;
+    if (p)
+      c->params = p;
+    void *v = p ? realloc(c->via_bounce, n) : NULL;
+    if (!v)
+      return pl_errorf(err, PL_NO_MEMORY, "GPU decode: out of memory");
+    c->via_bounce = v;
+    cudaFree(c->djobs);
+    c->djobs = NULL;
+    c->cap = 0;
+    CUDA_TRY(cudaMalloc((void **)&c->djobs, n * sizeof *c->djobs), err);
+    c->cap = n;
+  }
+  for (; c->nparams < n; c->nparams++) {
+    NVJ_TRY(d->lib.nvjpegDecodeParamsCreate(d->h, &c->params[c->nparams]),
+            "nvjpegDecodeParamsCreate", err);
+    NVJ_TRY(d->lib.nvjpegDecodeParamsSetOutputFormat(c->params[c->nparams],
+                                                     PL_NVJPEG_OUTPUT_RGBI),
+            "nvjpegDecodeParamsSetOutputFormat", err);
+  }
+  return PL_OK;
+}
+
+/* ------------------------------------------------------------ decode */
+
+/* Where each image's pixels go: its region (roi) or the whole image. */
+static pl_status lay_out(nvj_ctx *c, int roi, pl_error *err) {
+  size_t total = 0;
+  for (uint32_t i = 0; i < c->n; i++) {
+    const pl_gpu_job *j = &c->jobs[i];
+    size_t w = roi ? j->rw : j->width, h = roi ? j->rh : j->height;
+    total += (w * 3 * h + 255) & ~(size_t)255;
+  }
+  PL_TRY(dev_grow(&c->dec, &c->dec_cap, total ? total : 1, err));
+  size_t off = 0;
+  for (uint32_t i = 0; i < c->n; i++) {
+    const pl_gpu_job *j = &c->jobs[i];
+    size_t w = roi ? j->rw : j->width, h = roi ? j->rh : j->height;
+    memset(&c->img[i], 0, sizeof c->img[i]);
+    c->img[i].channel[0] = c->dec + off;
+    c->img[i].pitch[0] = w * 3;
+    c->data[i] = j->data;
+    c->lens[i] = j->len;
+    off += (w * 3 * h + 255) & ~(size_t)255;
+  }
+  return PL_OK;
+}
+
+/* The batch's decode: ROI first (unless refused before), else whole
+ * images. *roi says which happened; c->failed when neither did. */
+static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
+                            pl_error *err) {
+  *roi = !atomic_load_explicit(&d->no_roi, memory_order_relaxed);
+  if (*roi) {
+    PL_TRY(lay_out(c, 1, err));
+    for (uint32_t i = 0; i < c->n; i++) {
+      const pl_gpu_job *j = &c->jobs[i];
+      NVJ_TRY(d->lib.nvjpegDecodeParamsSetROI(c->params[i], (int)j->rx,
+                                              (int)j->ry, (int)j->rw,
+                                              (int)j->rh),
+              "nvjpegDecodeParamsSetROI", err);
+    }
+    NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)c->n,
+                                                 1, PL_NVJPEG_OUTPUT_RGBI),
+            "nvjpegDecodeBatchedInitialize", err);
+    if (d->lib.nvjpegDecodeBatchedEx(d->h, c->state, c->data, c->lens,
+                                     c->img, c->params, c->stream) ==
+        PL_NVJPEG_STATUS_SUCCESS)
+      return PL_OK;
+  }
+  *roi = 0;
+  PL_TRY(lay_out(c, 0, err));
+  NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)c->n, 1,
+                                               PL_NVJPEG_OUTPUT_RGBI),
+          "nvjpegDecodeBatchedInitialize", err);
+  pl_nvjpeg_status st = d->lib.nvjpegDecodeBatched(
+      d->h, c->state, c->data, c->lens, c->img, c->stream);
+  if (st != PL_NVJPEG_STATUS_SUCCESS)
+    c->failed = 1; /* an image of the batch, most likely: CPU for all */
+  else if (!atomic_load_explicit(&d->no_roi, memory_order_relaxed))
+    atomic_store_explicit(&d->no_roi, 1, memory_order_relaxed);
+  return PL_OK;
+}
+
+/* Whether host memory p is page-locked (pinned or registered). */
+static int page_locked(const void *p) {
+  struct cudaPointerAttributes a;
+  cudaError_t rc = cudaPointerGetAttributes(&a, p);
+  (void)cudaGetLastError(); /* older drivers: an error for plain memory */
+  return rc == cudaSuccess && a.type == cudaMemoryTypeHost;
+}
+
+/* The copies of the crops out: straight into page-locked memory, else
+ * through the bounce (finish moves them). The bounce is grown before any
+ * copy is queued (nothing of this context is in flight: its last call
+ * was finished). */
+static pl_status copy_out(nvj_ctx *c, size_t plane3, pl_error *err) {
+  int any = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    any |= c->via_bounce[i] = !page_locked(c->jobs[i].dst);
+  if (any && c->bounce_cap < plane3 * c->n) {
+    cudaFreeHost(c->bounce);
+    c->bounce = NULL, c->bounce_cap = 0;
+    CUDA_TRY(cudaMallocHost((void **)&c->bounce, plane3 * c->n), err);
+    c->bounce_cap = plane3 * c->n;
+  }
+  for (uint32_t i = 0; i < c->n; i++) {
+    uint8_t *to = c->via_bounce[i] ? c->bounce + plane3 * i : c->jobs[i].dst;
+    CUDA_TRY(cudaMemcpyAsync(to, c->out + plane3 * i, plane3,
+                             cudaMemcpyDeviceToHost, c->stream),
+             err);
+  }
+  return PL_OK;
+}
+
+/* The resize jobs and the copies out, after a successful decode. */
+static pl_status crop_all(nvj_ctx *c, int roi, uint32_t size,
+                          pl_error *err) {
+  size_t plane3 = (size_t)3 * size * size;
+  PL_TRY(dev_grow(&c->out, &c->out_cap, plane3 * c->n, err));
+  for (uint32_t i = 0; i < c->n; i++) {
+    const pl_gpu_job *j = &c->jobs[i];
+    double ox = roi ? 0 : j->rx, oy = roi ? 0 : j->ry;
+    c->hjobs[i] = (pl_crop_job){
+        c->img[i].channel[0], (uint32_t)c->img[i].pitch[0], (int32_t)ox,
+        (int32_t)oy, (int32_t)j->rw, (int32_t)j->rh,
+        (float)(j->x0 - j->rx), (float)(j->y0 - j->ry),
+        (float)(j->x1 - j->rx), (float)(j->y1 - j->ry), j->flip,
+        c->out + plane3 * i};
+  }
+  /* From pageable memory: returns once hjobs is staged, so it may be
+   * rewritten by the next call. */
+  CUDA_TRY(cudaMemcpyAsync(c->djobs, c->hjobs, c->n * sizeof *c->hjobs,
+                           cudaMemcpyHostToDevice, c->stream),
+           err);
+  CUDA_TRY(pl_cuda_crop_batch(c->djobs, c->n, size, c->stream), err);
+  return copy_out(c, plane3, err);
+}
+
+static pl_status run_batch(nvj_decoder *d, nvj_ctx *c, uint32_t size,
+                           pl_error *err) {
+  int roi = 0;
+  PL_TRY(ctx_reserve(d, c, c->n, err));
+  PL_TRY(decode_all(d, c, &roi, err));
+  return c->failed ? PL_OK : crop_all(c, roi, size, err);
+}
+
+static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
+                           uint32_t size, void **ticket, pl_error *err) {
+  nvj_decoder *d = (nvj_decoder *)pub;
+  int prev;
+  *ticket = NULL;
+  PL_TRY(pl_cuda_enter(d->device, &prev, err));
+  nvj_ctx *c = NULL;
+  pl_status s = ctx_take(d, &c, err);
+  if (s == PL_OK) {
+    c->jobs = jobs, c->n = n, c->size = size, c->failed = 0;
+    s = run_batch(d, c, size, err);
+    if (s != PL_OK) { /* nothing of it may run on after we return */
+      cudaStreamSynchronize(c->stream);
+      (void)cudaGetLastError();
+      ctx_give(d, c);
+    } else {
+      *ticket = c;
+    }
+  }
+  pl_cuda_leave(d->device, prev);
+  return s;
+}
+
+static pl_status nvj_finish(pl_gpu_decoder *pub, void *ticket,
+                            pl_error *err) {
+  nvj_decoder *d = (nvj_decoder *)pub;
+  nvj_ctx *c = ticket;
+  int prev;
+  PL_TRY(pl_cuda_enter(d->device, &prev, err));
+  cudaError_t rc = cudaStreamSynchronize(c->stream);
+  size_t plane3 = (size_t)3 * c->size * c->size;
+  for (uint32_t i = 0; i < c->n; i++) {
+    c->jobs[i].failed = c->failed || rc != cudaSuccess;
+    if (!c->jobs[i].failed && c->via_bounce[i])
+      memcpy(c->jobs[i].dst, c->bounce + plane3 * i, plane3);
+  }
+  c->jobs = NULL;
+  ctx_give(d, c);
+  pl_cuda_leave(d->device, prev);
+  return rc == cudaSuccess ? PL_OK
+                           : pl_cuda_fail(err, rc, "cudaStreamSynchronize");
+}
+
+/* ------------------------------------------------------------ life */
+
+static void nvj_destroy(pl_gpu_decoder *pub) {
+  nvj_decoder *d = (nvj_decoder *)pub;
+  if (!d)
+    return;
+  int prev;
+  pl_error e;
+  int entered = pl_cuda_enter(d->device, &prev, &e) == PL_OK;
+  while (d->free) {
+    nvj_ctx *c = d->free;
+    d->free = c->next;
+    ctx_free(d, c);
+  }
+  if (d->h)
+    d->lib.nvjpegDestroy(d->h);
+  if (entered)
+    pl_cuda_leave(d->device, prev);
+  pl_nvjpeg_lib_close(&d->lib);
+  pthread_mutex_destroy(&d->mu);
+  free(d);
+}
+
+/* The hardware backend where the device has JPEG engines (nvJPEG refuses
+ * to create it elsewhere), then the GPU one, then nvJPEG's default. */
+static pl_status create_handle(nvj_decoder *d, pl_error *err) {
+  static const pl_nvjpeg_backend order[] = {PL_NVJPEG_BACKEND_HARDWARE,
+                                            PL_NVJPEG_BACKEND_GPU_HYBRID,
+                                            PL_NVJPEG_BACKEND_DEFAULT};
+  static const char *const names[] = {"hardware", "GPU", "default"};
+  pl_nvjpeg_status st = PL_NVJPEG_STATUS_SUCCESS;
+  for (int i = 0; i < 3; i++) {
+    st = d->lib.nvjpegCreateEx(order[i], NULL, NULL, 0, &d->h);
+    if (st == PL_NVJPEG_STATUS_SUCCESS) {
+      d->pub.hardware = order[i] == PL_NVJPEG_BACKEND_HARDWARE;
+      snprintf(d->pub.name, sizeof d->pub.name, "nvJPEG %s, cuda:%d",
+               names[i], d->device);
+      return PL_OK;
+    }
+    d->h = NULL;
+  }
+  return nvj_fail(err, st, "nvjpegCreateEx");
+}
+
+static pl_status open_on_device(nvj_decoder *d, const char *wheel_dir,
+                                pl_error *err) {
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();
+  if (rc != cudaSuccess || count == 0)
+    return pl_errorf(err, PL_UNSUPPORTED,
+                     "GPU decode: no CUDA device (cudaGetDeviceCount: %s)",
+                     rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+  if (d->device >= count)
+    return pl_errorf(err, PL_UNSUPPORTED,
+                     "GPU decode: no CUDA device %d (%d found)", d->device,
+                     count);
+  PL_TRY(pl_nvjpeg_lib_open(&d->lib, wheel_dir, err));
+  int prev;
+  PL_TRY(pl_cuda_enter(d->device, &prev, err));
+  pl_status s = create_handle(d, err);
+  pl_cuda_leave(d->device, prev);
+  /* ROI decode only on the hardware backend, which documents it for
+   * batches; elsewhere a batch decodes whole images (a backend that
+   * ignored the ROI would write a whole image into a region's buffer).
+   * PL_NVJPEG_NO_ROI=1 turns it off there too (a check of the ROI path). */
+  const char *no_roi = getenv("PL_NVJPEG_NO_ROI");
+  if (!d->pub.hardware || (no_roi && no_roi[0] == '1'))
+    atomic_store_explicit(&d->no_roi, 1, memory_order_relaxed);
+  else
+    strncat(d->pub.name, ", ROI decode",
+            sizeof d->pub.name - strlen(d->pub.name) - 1);
+  return s;
+}
+
+pl_status pl_nvjpeg_decoder_open(int device, const char *wheel_dir,
+                                 pl_gpu_decoder **out, pl_error *err) {
+  *out = NULL;
+  nvj_decoder *d = pl_calloc(1, sizeof *d);
+  if (!d)
+    return pl_errorf(err, PL_NO_MEMORY, "GPU decode: out of memory");
+  d->device = device;
+  d->pub.begin = nvj_begin;
+  d->pub.finish = nvj_finish;
+  d->pub.destroy = nvj_destroy;
+  atomic_init(&d->no_roi, 0);
+  pthread_mutex_init(&d->mu, NULL);
+  pl_status s = open_on_device(d, wheel_dir, err);
+  if (s != PL_OK) {
+    nvj_destroy(&d->pub);
+    return s;
+  }
+  *out = &d->pub;
+  return PL_OK;
+}

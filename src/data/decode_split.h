@@ -1,0 +1,68 @@
+/* How the image source splits each batch's JPEGs between the CPU path
+ * (the calling worker, libjpeg-turbo) and the GPU path (data/gpu_decode.h),
+ * and what it counts for the report.
+ *
+ * The rule: a worker hands k of a batch's n GPU-able images to the GPU,
+ * decodes the other n - k itself meanwhile, then waits for the GPU's. Both
+ * halves end together when k / n = c / (c + g), with c and g the seconds
+ * per image each path took in recent batches (the GPU's as the worker saw
+ * it: its whole call, queueing behind other workers included). So the
+ * share follows measured rates and moves when they do (another job on the
+ * GPU, fewer cores). Mode gpu pins the share at 1; auto keeps it within
+ * [1/32, 31/32] so that both rates stay measured.
+ *
+ * Threads: any number of workers call at once. The rates and the share
+ * are single words updated without a lock (a lost update only delays the
+ * average); the counters are atomic adds. */
+#ifndef PL_DECODE_SPLIT_H
+#define PL_DECODE_SPLIT_H
+
+#include "core/common.h"
+
+#include <stdatomic.h>
+
+#define PL_SPLIT_ONE 65536u /* the share's fixed point */
+
+typedef struct pl_decode_counts {
+  uint64_t cpu_images;  /* decoded by the CPU path as its share: every
+                           image but the GPU's (gpu_failed not included) */
+  uint64_t gpu_images;  /* decoded by the GPU path */
+  uint64_t not_gpu;     /* not for the GPU: PNG, progressive, CMYK, ... */
+  uint64_t gpu_failed;  /* given to the GPU, refused, decoded on the CPU */
+  double cpu_s;         /* CPU-path seconds (summed over workers) */
+  double gpu_s;         /* GPU calls' seconds, begin to finish (summed) */
+  double share;         /* the GPU's share of GPU-able images now */
+  int gpu_off;          /* the GPU path stopped after a decoder error */
+  char off_why[256];    /* that error's message */
+} pl_decode_counts;
+
+typedef struct pl_decode_split {
+  int mode; /* pl_decode_mode */
+  atomic_uint share;        /* of PL_SPLIT_ONE */
+  atomic_uint_fast64_t cpu_ps, gpu_ps; /* picoseconds per image, 0 unknown */
+  atomic_int off, why_taken;
+  char why[256]; /* written once, by who took why_taken, before off */
+  atomic_uint_fast64_t cpu_images, gpu_images, not_gpu, gpu_failed;
+  atomic_uint_fast64_t cpu_ns, gpu_ns;
+} pl_decode_split;
+
+void pl_split_init(pl_decode_split *s, int mode);
+
+/* How many of n GPU-able images go to the GPU (0 once it is off). */
+uint32_t pl_split_gpu_count(pl_decode_split *s, uint32_t n);
+
+/* One batch measured: n_cpu images in cpu_ns on this worker, n_gpu in
+ * gpu_ns (the GPU call's wall time). Either count may be 0 (that rate is
+ * then kept). Moves the share a quarter of the way to the rule's. */
+void pl_split_observe(pl_decode_split *s, uint32_t n_cpu, uint64_t cpu_ns,
+                      uint32_t n_gpu, uint64_t gpu_ns);
+
+/* Counts for the report; fallbacks with a reason. */
+void pl_split_count_not_gpu(pl_decode_split *s, uint32_t n);
+void pl_split_count_failed(pl_decode_split *s, uint32_t n);
+/* A decoder error: the GPU path is off for good (the first message is
+ * kept for the report). */
+void pl_split_turn_off(pl_decode_split *s, const char *why);
+void pl_split_counts(pl_decode_split *s, pl_decode_counts *out);
+
+#endif /* PL_DECODE_SPLIT_H */

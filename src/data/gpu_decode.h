@@ -1,0 +1,42 @@
+/* A GPU JPEG decoder as the image source sees it: jobs in, size x size
+ * CHW uint8 crops out, in host memory the caller names (the batch's
+ * staging slots). The data layer only declares the contract; the nvJPEG
+ * implementation lives in backend/cuda/nvjpeg_decode.c and the loader
+ * (loader/decode_attach.c) hands one to the source, so that no data file
+ * calls into a layer above it.
+ *
+ * Threads: begin / finish may be called by any number of threads at once
+ * (each call takes a decode context of its own from the decoder's pool);
+ * a ticket is finished by the thread that began it. */
+#ifndef PL_GPU_DECODE_H
+#define PL_GPU_DECODE_H
+
+#include "core/common.h"
+
+typedef struct pl_gpu_job {
+  const uint8_t *data; /* the JPEG file, whole */
+  size_t len;
+  uint32_t width, height;     /* from its header */
+  uint32_t rx, ry, rw, rh;    /* region the filter may read, full-res */
+  double x0, y0, x1, y1;      /* the box that becomes the output, full-res */
+  int flip;                   /* mirror the output's columns */
+  uint8_t *dst;               /* 3 x size x size, planar RGB */
+  int failed;                 /* set by finish: decode it on the CPU */
+} pl_gpu_job;
+
+typedef struct pl_gpu_decoder pl_gpu_decoder;
+struct pl_gpu_decoder {
+  char name[96]; /* "nvJPEG hardware, cuda:0" */
+  int hardware;  /* the hardware decoder: baseline JPEG only */
+  /* Queues jobs[0..n) (n >= 1) and returns at once or after nvJPEG's host
+   * part; *ticket is for finish. The jobs (and their data and dst) stay
+   * put until finish returns. An error here is the decoder's (CUDA,
+   * nvJPEG), not an image's: an image nvJPEG refuses is a failed job. */
+  pl_status (*begin)(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
+                     uint32_t size, void **ticket, pl_error *err);
+  /* Waits for the ticket's work; sets each job's failed. */
+  pl_status (*finish)(pl_gpu_decoder *d, void *ticket, pl_error *err);
+  void (*destroy)(pl_gpu_decoder *d);
+};
+
+#endif /* PL_GPU_DECODE_H */

@@ -1,0 +1,196 @@
+/* The GPU decode path on a GPU (nvJPEG through backend/cuda/): crops of
+ * ImageNet-like JPEGs decoded by nvJPEG and resized on the device agree
+ * with the CPU path's for the same (seed, epoch, index) draws to PSNR >= 35
+ * dB each (the two IDCTs and resizes differ in rounding; the figure is
+ * printed), in train (RandomResizedCrop + flip) and eval (Resize +
+ * CenterCrop) mode; the images the GPU path does not take (progressive,
+ * CMYK, PNG, a cut file) come back byte for byte the CPU's and are
+ * counted; decode=auto through the loader's own setup opens nvJPEG and
+ * splits. Exits 77 (skip) without CUDA, a usable GPU, the codecs, or
+ * nvJPEG (the message says which; scripts/gpu/66-nvjpeg.sh installs the
+ * nvidia-nvjpeg wheel and fails on a skip). */
+#include "testutil.h"
+
+#if !defined(PL_HAVE_CUDA) || !defined(PL_HAVE_JPEG)
+#include <stdio.h>
+int main(void) {
+  printf("test_gpu_nvjpeg: built without CUDA or the codecs, skipped\n");
+  return 77;
+}
+#else
+#include "backend/nvjpeg.h"
+#include "data/dataset.h"
+#include "data/sources/images_gpu.h"
+#include "image_fixture.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define SIZE 224
+#define IMG (3 * SIZE * SIZE)
+#define NBASE 40 /* baseline JPEGs: the GPU's */
+#define NALL (NBASE + 4)
+#define MIN_PSNR 35.0
+
+/* Files 0..NBASE-1 baseline (400-640 x 300-480, q90, 4:2:0), then one
+ * progressive, one CMYK, one PNG and one baseline cut short. */
+static const char *make_folder(void) {
+  static char root[512];
+  char dir[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("nvj"));
+  CHECK(mkdir(root, 0755) == 0);
+  snprintf(dir, sizeof dir, "%s/c0", root);
+  CHECK(mkdir(dir, 0755) == 0);
+  for (uint32_t i = 0; i < NALL; i++) {
+    uint32_t w = 400 + (i * 53) % 241, h = 300 + (i * 37) % 181;
+    int png = i == NBASE + 2;
+    snprintf(p, sizeof p, "%s/i%02u.%s", dir, i, png ? "png" : "jpg");
+    if (png)
+      fx_write_png(p, i, w, h);
+    else
+      fx_write_jpeg(p, i, w, h,
+                    i == NBASE       ? FX_JPEG_PROGRESSIVE
+                    : i == NBASE + 1 ? FX_JPEG_CMYK
+                                     : FX_JPEG_BASELINE);
+    if (i == NBASE + 3) { /* cut: libjpeg fills the rest, nvJPEG must not
+                             be given it */
+      size_t n = 0;
+      uint8_t *b = fx_read_file(p, &n);
+      CHECK(b && pl_test_write_file(p, b, n * 2 / 3) == 0);
+      free(b);
+    }
+  }
+  return root;
+}
+
+static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
+  double se = 0;
+  for (size_t k = 0; k < n; k++) {
+    double d = (double)a[k] - b[k];
+    se += d * d;
+  }
+  return se == 0 ? INFINITY : 10 * log10(255.0 * 255.0 / (se / (double)n));
+}
+
+static pl_dataset *open_folder(const char *root, int train) {
+  char spec[700];
+  snprintf(spec, sizeof spec,
+           "images:%s?size=%d&train=%d&crop_field=1&on_error=skip", root,
+           SIZE, train);
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  return ds;
+}
+
+/* One epoch (seed 7, epoch 1) of `ds` on `dev`, every sample compared
+ * with the CPU path's read of `plain`. Returns the lowest PSNR of the
+ * GPU's images; *t the loader's timings. */
+static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
+                  int decode, pl_loader_timings *t) {
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 16;
+  cfg.num_workers = 2;
+  cfg.seed = 7, cfg.epoch = 1;
+  cfg.device = dev;
+  cfg.decode = decode;
+  pl_loader *ld = NULL;
+  pl_error err;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  double worst = INFINITY;
+  static uint8_t got[16 * IMG], want[IMG];
+  pl_batch *b;
+  while (ld && pl_loader_next(ld, &b, &err) == PL_OK) {
+    uint32_t n = pl_batch_size(b);
+    CHECK_OK(pl_batch_copy_to_host(b, 0, 0, got, (uint64_t)n * IMG, &err),
+             &err);
+    for (uint32_t i = 0; i < n; i++) {
+      uint64_t idx = pl_batch_sample_index(b, i);
+      int64_t label;
+      int32_t crop[5];
+      void *dst[3] = {want, &label, crop};
+      pl_sample_ctx ctx = {7, 1, NULL};
+      CHECK_OK(pl_dataset_read_sample(plain, idx, &ctx, dst, &err), &err);
+      const uint8_t *g = got + (size_t)i * IMG;
+      if (idx >= NBASE) {
+        CHECK(memcmp(g, want, IMG) == 0); /* the CPU path's own bytes */
+        continue;
+      }
+      double p = psnr(g, want, IMG);
+      if (p < MIN_PSNR)
+        fprintf(stderr, "sample %llu: PSNR %.2f dB < %.0f\n",
+                (unsigned long long)idx, p, MIN_PSNR);
+      CHECK(p >= MIN_PSNR);
+      worst = p < worst ? p : worst;
+    }
+    pl_batch_release(b, NULL);
+  }
+  pl_loader_timings_get(ld, t, sizeof *t);
+  pl_loader_destroy(ld);
+  return worst;
+}
+
+static void gpu_mode(const char *root, int train, pl_device_kind dev,
+                     const char *what) {
+  pl_dataset *plain = open_folder(root, train);
+  pl_gpu_decoder *dec = NULL;
+  pl_error err;
+  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  pl_dataset *view = NULL;
+  CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
+  pl_loader_timings t;
+  double worst = run(plain, view, dev, PL_DECODE_CPU, &t);
+  printf("test_gpu_nvjpeg: %s on %s: lowest PSNR %.2f dB over %d GPU crops "
+         "(%s)\n",
+         what, dev == PL_DEVICE_CUDA ? "cuda" : "cpu", worst, NBASE,
+         dec->name);
+  CHECK_EQ_U64(t.decode_gpu, 1);
+  CHECK_EQ_U64(t.decode_gpu_images, NBASE);
+  CHECK_EQ_U64(t.decode_not_gpu, 4); /* progressive, CMYK, PNG, cut */
+  CHECK_EQ_U64(t.decode_gpu_failed, 0);
+  CHECK_EQ_U64(t.decode_cpu_images, 4);
+  pl_dataset_destroy(view);
+  pl_dataset_destroy(plain);
+}
+
+static void auto_mode(const char *root) {
+  pl_dataset *plain = open_folder(root, 1);
+  pl_loader_timings t;
+  double worst = run(plain, plain, PL_DEVICE_CUDA, PL_DECODE_AUTO, &t);
+  printf("test_gpu_nvjpeg: decode=auto: %llu GPU, %llu CPU images, share "
+         "%.2f, lowest GPU PSNR %.2f dB\n",
+         (unsigned long long)t.decode_gpu_images,
+         (unsigned long long)t.decode_cpu_images, t.decode_gpu_share, worst);
+  CHECK_EQ_U64(t.decode_gpu, 1);
+  CHECK_EQ_U64(t.decode_gpu_images + t.decode_cpu_images, NALL);
+  CHECK(t.decode_gpu_images > 0);
+  CHECK_EQ_U64(t.decode_not_gpu, 4);
+  pl_dataset_destroy(plain);
+}
+
+int main(void) {
+  if (pl_cuda_device_count() < 1) {
+    printf("test_gpu_nvjpeg: no usable GPU, skipped\n");
+    return 77;
+  }
+  pl_gpu_decoder *dec = NULL;
+  pl_error err;
+  if (pl_nvjpeg_decoder_open(0, NULL, &dec, &err) != PL_OK) {
+    printf("test_gpu_nvjpeg: skipped: %s\n", err.message);
+    return 77;
+  }
+  printf("test_gpu_nvjpeg: %s (from %s)\n", dec->name,
+         getenv("PL_NVJPEG_LIB") ? getenv("PL_NVJPEG_LIB") : "the library path");
+  dec->destroy(dec);
+  const char *root = make_folder();
+  gpu_mode(root, 1, PL_DEVICE_CPU, "train crops + flips");
+  gpu_mode(root, 1, PL_DEVICE_CUDA, "train crops + flips");
+  gpu_mode(root, 0, PL_DEVICE_CUDA, "eval resize + center crop");
+  auto_mode(root);
+  return pl_test_finish("test_gpu_nvjpeg");
+}
+#endif

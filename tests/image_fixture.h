@@ -1,0 +1,98 @@
+/* JPEG and PNG files for the image tests, written through the codecs
+ * (PL_HAVE_JPEG / PL_HAVE_PNG builds only): a smooth pattern per image
+ * (so that it compresses as photos do), and the JPEG variants the GPU
+ * path must tell apart: baseline 4:2:0, progressive, grayscale, CMYK. */
+#ifndef PL_TEST_IMAGE_FIXTURE_H
+#define PL_TEST_IMAGE_FIXTURE_H
+
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <png.h>
+
+typedef enum {
+  FX_JPEG_BASELINE = 0,
+  FX_JPEG_PROGRESSIVE,
+  FX_JPEG_GRAY,
+  FX_JPEG_CMYK
+} fx_jpeg_kind;
+
+static inline uint8_t fx_pixel(uint32_t i, uint32_t x, uint32_t y,
+                               uint32_t c) {
+  return (uint8_t)((x * (3 + c) + y * (5 + i % 7) + i * 31 + c * 60) & 0xff);
+}
+
+static inline void fx_write_jpeg(const char *path, uint32_t i, uint32_t w,
+                                 uint32_t h, fx_jpeg_kind kind) {
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  if (!f)
+    return;
+  struct jpeg_compress_struct ci;
+  struct jpeg_error_mgr je;
+  ci.err = jpeg_std_error(&je);
+  jpeg_create_compress(&ci);
+  jpeg_stdio_dest(&ci, f);
+  ci.image_width = w, ci.image_height = h;
+  ci.input_components = kind == FX_JPEG_GRAY ? 1 : kind == FX_JPEG_CMYK ? 4 : 3;
+  ci.in_color_space = kind == FX_JPEG_GRAY   ? JCS_GRAYSCALE
+                      : kind == FX_JPEG_CMYK ? JCS_CMYK
+                                             : JCS_RGB;
+  jpeg_set_defaults(&ci);
+  jpeg_set_quality(&ci, 90, TRUE);
+  if (kind == FX_JPEG_PROGRESSIVE)
+    jpeg_simple_progression(&ci);
+  jpeg_start_compress(&ci, TRUE);
+  int nc = ci.input_components;
+  uint8_t *row = malloc((size_t)w * (size_t)nc);
+  for (uint32_t y = 0; y < h; y++) {
+    for (uint32_t x = 0; x < w; x++)
+      for (int c = 0; c < nc; c++)
+        row[x * (uint32_t)nc + (uint32_t)c] = fx_pixel(i, x, y, (uint32_t)c);
+    JSAMPROW r = row;
+    jpeg_write_scanlines(&ci, &r, 1);
+  }
+  jpeg_finish_compress(&ci);
+  jpeg_destroy_compress(&ci);
+  free(row);
+  fclose(f);
+}
+
+static inline void fx_write_png(const char *path, uint32_t i, uint32_t w,
+                                uint32_t h) {
+  png_image img;
+  memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  img.width = w, img.height = h, img.format = PNG_FORMAT_RGB;
+  uint8_t *px = malloc((size_t)w * h * 3);
+  for (uint32_t y = 0; y < h; y++)
+    for (uint32_t x = 0; x < w; x++)
+      for (uint32_t c = 0; c < 3; c++)
+        px[((size_t)y * w + x) * 3 + c] = fx_pixel(i, x, y, c);
+  CHECK(png_image_write_to_file(&img, path, 0, px, 0, NULL));
+  free(px);
+}
+
+/* The whole file, malloc'd; NULL on failure. */
+static inline uint8_t *fx_read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *b = len > 0 ? malloc((size_t)len) : NULL;
+  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *n = b ? (size_t)len : 0;
+  return b;
+}
+
+#endif /* PL_TEST_IMAGE_FIXTURE_H */

@@ -1,0 +1,473 @@
+/* The GPU decode path's logic, with no GPU: the split rule
+ * (data/decode_split.h), the JPEG header probe (data/jpeg_probe.h), the
+ * image folder's GPU view (data/sources/images_gpu.h) driven through a
+ * loader by a stand-in decoder that "decodes" every image to one byte
+ * value, the report's decode line, and decode=gpu / auto where the GPU
+ * path cannot open (this machine: no CUDA device, or a build without
+ * CUDA). The nvJPEG decoder itself is tested in tests/gpu/test_gpu_nvjpeg.c. */
+#include "testutil.h"
+
+#include "backend/backend.h"
+#include "data/dataset.h"
+#include "data/decode_split.h"
+#include "data/jpeg_probe.h"
+#include "data/sources/images_gpu.h"
+#include "loader/report.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------- rule */
+
+static void test_split_rule(void) {
+  pl_decode_split s;
+  pl_split_init(&s, PL_DECODE_CPU);
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 0);
+  pl_split_init(&s, PL_DECODE_GPU);
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 10);
+  pl_split_observe(&s, 0, 0, 10, 1000000);
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 10); /* gpu: pinned at 1 */
+
+  pl_split_init(&s, PL_DECODE_AUTO);
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 5); /* starts even */
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 7), 4);  /* 3.5 rounds up */
+  /* CPU 1 ms an image, GPU 0.25 ms: the rule's share is 1 / 1.25 = 0.8
+   * (52428 of 65536); a quarter of the way from 32768 is 37683. */
+  pl_split_observe(&s, 5, 5000000, 5, 1250000);
+  CHECK_EQ_U64(atomic_load(&s.share), 37683);
+  /* A GPU far faster: the share climbs to its cap, 31/32. */
+  for (int i = 0; i < 100; i++)
+    pl_split_observe(&s, 1, 1000000000, 100, 1000);
+  CHECK_EQ_U64(atomic_load(&s.share), 65536 - 2048);
+  /* Then far slower: down to 1/32, never 0 (the GPU stays measured). */
+  for (int i = 0; i < 100; i++)
+    pl_split_observe(&s, 100, 1000, 1, 1000000000);
+  CHECK_EQ_U64(atomic_load(&s.share), 2048);
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 64), 2);
+  pl_split_count_not_gpu(&s, 3);
+  pl_split_count_failed(&s, 2);
+  pl_split_turn_off(&s, "cudaStreamSynchronize: an illegal memory access");
+  pl_split_turn_off(&s, "second"); /* the first message is kept */
+  CHECK_EQ_U64(pl_split_gpu_count(&s, 64), 0);
+  pl_decode_counts c;
+  pl_split_counts(&s, &c);
+  CHECK(c.gpu_off == 1);
+  CHECK(!strcmp(c.off_why, "cudaStreamSynchronize: an illegal memory access"));
+  CHECK_EQ_U64(c.not_gpu, 3);
+  CHECK_EQ_U64(c.gpu_failed, 2);
+  CHECK_EQ_U64(c.cpu_images, 5 + 100 + 100 * 100);
+  CHECK_EQ_U64(c.gpu_images, 5 + 100 * 100 + 100);
+}
+
+#ifndef PL_HAVE_JPEG
+int main(void) {
+  test_split_rule();
+  printf("test_decode_split: built without the image codecs: only the split "
+         "rule checked\n");
+  return pl_test_finish("test_decode_split");
+}
+#else
+#include "image_fixture.h"
+
+/* ---------------------------------------------------------------- probe */
+
+static void probe_file(const char *path, pl_jpeg_info *info) {
+  size_t n = 0;
+  uint8_t *b = fx_read_file(path, &n);
+  CHECK(b != NULL);
+  pl_jpeg_probe(b, n, info);
+  free(b);
+}
+
+static void test_probe(void) {
+  static const struct {
+    fx_jpeg_kind kind;
+    pl_jpeg_kind want;
+    int comps, gpu_ok;
+  } cases[] = {{FX_JPEG_BASELINE, PL_JPEG_BASELINE, 3, 1},
+               {FX_JPEG_PROGRESSIVE, PL_JPEG_PROGRESSIVE, 3, 0},
+               {FX_JPEG_GRAY, PL_JPEG_BASELINE, 1, 0},
+               {FX_JPEG_CMYK, PL_JPEG_BASELINE, 4, 0}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    const char *p = pl_test_path("probe.jpg");
+    fx_write_jpeg(p, 1, 123, 45, cases[k].kind);
+    pl_jpeg_info in;
+    probe_file(p, &in);
+    CHECK_EQ_U64(in.kind, cases[k].want);
+    CHECK_EQ_U64(in.width, 123);
+    CHECK_EQ_U64(in.height, 45);
+    CHECK_EQ_U64(in.components, cases[k].comps);
+    CHECK_EQ_U64(pl_jpeg_gpu_ok(&in), cases[k].gpu_ok);
+  }
+  /* libjpeg's default for RGB is 4:2:0: luma 2x2, chroma 1x1. */
+  const char *p = pl_test_path("probe.jpg");
+  fx_write_jpeg(p, 1, 64, 64, FX_JPEG_BASELINE);
+  size_t n = 0;
+  uint8_t *b = fx_read_file(p, &n);
+  pl_jpeg_info in;
+  pl_jpeg_probe(b, n, &in);
+  CHECK(in.h[0] == 2 && in.v[0] == 2 && in.h[1] == 1 && in.v[2] == 1);
+  CHECK(in.has_end && pl_jpeg_gpu_ok(&in));
+  pl_jpeg_probe(b, n - 100, &in); /* cut in its scan: not the GPU's */
+  CHECK(in.kind == PL_JPEG_BASELINE && !in.has_end && !pl_jpeg_gpu_ok(&in));
+  pl_jpeg_probe(b, 20, &in); /* cut before its frame header */
+  CHECK_EQ_U64(in.kind, PL_JPEG_NOT);
+  b[0] = 0x89; /* not SOI */
+  pl_jpeg_probe(b, n, &in);
+  CHECK_EQ_U64(in.kind, PL_JPEG_NOT);
+  free(b);
+  const char *q = pl_test_path("probe.png");
+  fx_write_png(q, 1, 20, 10);
+  probe_file(q, &in);
+  CHECK_EQ_U64(in.kind, PL_JPEG_NOT);
+}
+
+/* ---------------------------------------------------------------- view */
+
+#define SIZE 24
+#define IMG (3 * SIZE * SIZE)
+#define NIMG 12
+#define FAKE_BYTE 0xAB
+
+/* Image i of the folder: 0..7 baseline, 8 progressive, 9 gray, 10 CMYK,
+ * 11 PNG. Baseline ones are the GPU's. */
+static const char *make_folder(void) {
+  static char root[512];
+  char dir[600], p[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("split_imgs"));
+  CHECK(mkdir(root, 0755) == 0);
+  snprintf(dir, sizeof dir, "%s/c0", root);
+  CHECK(mkdir(dir, 0755) == 0);
+  for (uint32_t i = 0; i < NIMG; i++) {
+    uint32_t w = 40 + (i * 37) % 90, h = 30 + (i * 53) % 70;
+    snprintf(p, sizeof p, "%s/i%02u.%s", dir, i, i == 11 ? "png" : "jpg");
+    if (i == 11)
+      fx_write_png(p, i, w, h);
+    else
+      fx_write_jpeg(p, i, w, h,
+                    i < 8 ? FX_JPEG_BASELINE
+                    : i == 8 ? FX_JPEG_PROGRESSIVE
+                    : i == 9 ? FX_JPEG_GRAY
+                             : FX_JPEG_CMYK);
+  }
+  return root;
+}
+
+/* A stand-in decoder: every job's crop becomes FAKE_BYTE, except job
+ * `fail_job` of the whole run (refused: CPU), and begin fails when
+ * fail_begin is set. It keeps each job's box, flip and destination. */
+typedef struct fake_gpu {
+  pl_gpu_decoder pub;
+  int fail_begin, fail_job, jobs_seen, destroyed;
+  int njobs;
+  pl_gpu_job jobs[64];
+} fake_gpu;
+
+static pl_status fake_begin(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
+                            uint32_t size, void **ticket, pl_error *err) {
+  fake_gpu *f = (fake_gpu *)d;
+  CHECK_EQ_U64(size, SIZE);
+  if (f->fail_begin)
+    return pl_errorf(err, PL_CUDA, "cudaMalloc: out of memory (fake)");
+  for (uint32_t j = 0; j < n && f->njobs < 64; j++)
+    f->jobs[f->njobs++] = jobs[j];
+  *ticket = jobs;
+  return PL_OK;
+}
+
+static pl_status fake_finish(pl_gpu_decoder *d, void *ticket, pl_error *err) {
+  fake_gpu *f = (fake_gpu *)d;
+  (void)err;
+  pl_gpu_job *jobs = ticket; /* this call's: jobs[jobs_seen..njobs) */
+  for (int j = f->jobs_seen; j < f->njobs; j++) {
+    pl_gpu_job *job = &jobs[j - f->jobs_seen];
+    job->failed = j == f->fail_job;
+    if (!job->failed)
+      memset(job->dst, FAKE_BYTE, IMG);
+  }
+  f->jobs_seen = f->njobs;
+  return PL_OK;
+}
+
+static void fake_destroy(pl_gpu_decoder *d) { ((fake_gpu *)d)->destroyed = 1; }
+
+static void fake_init(fake_gpu *f) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->pub.name, sizeof f->pub.name, "fake");
+  f->pub.begin = fake_begin;
+  f->pub.finish = fake_finish;
+  f->pub.destroy = fake_destroy;
+  f->fail_job = -1;
+}
+
+static pl_dataset *open_folder(const char *root, int train) {
+  char spec[700];
+  snprintf(spec, sizeof spec, "images:%s?size=%d&crop_field=1&train=%d", root,
+           SIZE, train);
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  return ds;
+}
+
+/* The CPU path's sample i (seed 0, epoch 0: the loader's below). */
+static void cpu_sample(pl_dataset *ds, uint64_t i, uint8_t *img,
+                       int32_t *crop) {
+  int64_t label;
+  void *dst[3] = {img, &label, crop};
+  pl_sample_ctx ctx = {0, 0, NULL};
+  pl_error err;
+  CHECK_OK(pl_dataset_read_sample(ds, i, &ctx, dst, &err), &err);
+}
+
+typedef struct run_result {
+  int gpu[NIMG]; /* sample came back FAKE_BYTE */
+  pl_loader_timings t;
+  char warn[512]; /* the last WARN the loader logged */
+} run_result;
+
+static void keep_warn(void *user, pl_log_level level, const char *msg) {
+  run_result *r = user; /* num_workers 0: the consumer's thread alone */
+  if (level == PL_LOG_WARN)
+    snprintf(r->warn, sizeof r->warn, "%s", msg);
+}
+
+/* One epoch of one batch of all NIMG samples through the view. */
+static void run_view(pl_dataset *plain, fake_gpu *f, int mode,
+                     run_result *r) {
+  pl_dataset *view = NULL;
+  pl_error err;
+  memset(r, 0, sizeof *r);
+  CHECK_OK(pl_images_gpu_view(plain, &f->pub, mode, &view, &err), &err);
+  if (!view)
+    return;
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = NIMG;
+  cfg.device = PL_DEVICE_CPU;
+  cfg.log = keep_warn;
+  cfg.log_user = r;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(view, &cfg, &ld, &err), &err);
+  pl_batch *b = NULL;
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  const uint8_t *img = b ? pl_batch_data(b, 0) : NULL;
+  const int32_t *crop = b ? pl_batch_data(b, 2) : NULL;
+  for (uint32_t i = 0; b && i < NIMG; i++) {
+    uint8_t want[IMG];
+    int32_t want_crop[5];
+    cpu_sample(plain, i, want, want_crop);
+    const uint8_t *got = img + (size_t)i * IMG;
+    int all_fake = 1;
+    for (int k = 0; k < IMG; k++)
+      all_fake &= got[k] == FAKE_BYTE;
+    r->gpu[i] = all_fake;
+    if (!all_fake)
+      CHECK(memcmp(got, want, IMG) == 0); /* CPU path: its exact bytes */
+    CHECK(memcmp(crop + 5 * i, want_crop, sizeof want_crop) == 0);
+  }
+  /* Each job's box and flip are the CPU path's draws (the crop field:
+   * top, left, height, width, flip), and it wrote its own sample. */
+  for (int j = 0; b && j < f->njobs; j++) {
+    const pl_gpu_job *job = &f->jobs[j];
+    uint64_t i = (uint64_t)(job->dst - img) / IMG;
+    CHECK(i < NIMG && job->dst == img + i * IMG);
+    const int32_t *c = crop + 5 * i;
+    if (i < NIMG) {
+      /* eval: the box is fractional, the field its rounding */
+      CHECK(rint(job->x0) == c[1] && rint(job->y0) == c[0]);
+      CHECK(rint(job->x1 - job->x0) == c[3] && rint(job->y1 - job->y0) == c[2]);
+      CHECK(job->flip == c[4]);
+    }
+  }
+  if (b)
+    pl_batch_release(b, NULL);
+  pl_loader_timings_get(ld, &r->t, sizeof r->t);
+  pl_loader_destroy(ld);
+  CHECK(!f->destroyed); /* the view holds it */
+  pl_dataset_destroy(view);
+  CHECK(f->destroyed);
+}
+
+static int count(const int *v) {
+  int n = 0;
+  for (int i = 0; i < NIMG; i++)
+    n += v[i];
+  return n;
+}
+
+static void test_view(const char *root) {
+  pl_dataset *plain = open_folder(root, 1);
+  fake_gpu f;
+  run_result r;
+  /* gpu: every baseline JPEG (0..7) to the GPU but the refused one. */
+  fake_init(&f);
+  f.fail_job = 2;
+  run_view(plain, &f, PL_DECODE_GPU, &r);
+  CHECK_EQ_U64(f.njobs, 8);
+  CHECK_EQ_U64(count(r.gpu), 7);
+  for (int i = 8; i < NIMG; i++)
+    CHECK(!r.gpu[i]); /* progressive, gray, CMYK, PNG: the CPU's */
+  CHECK_EQ_U64(r.t.decode_gpu, 1);
+  CHECK_EQ_U64(r.t.decode_gpu_images, 7);
+  CHECK_EQ_U64(r.t.decode_cpu_images, 5); /* 4 not for the GPU + 1 refused */
+  CHECK_EQ_U64(r.t.decode_not_gpu, 4);
+  CHECK_EQ_U64(r.t.decode_gpu_failed, 1);
+  CHECK(r.t.decode_gpu_share == 1.0);
+  /* auto: half of the 8 at first, the first 4 of them. */
+  fake_init(&f);
+  run_view(plain, &f, PL_DECODE_AUTO, &r);
+  CHECK_EQ_U64(f.njobs, 4);
+  CHECK_EQ_U64(count(r.gpu), 4);
+  for (int i = 0; i < 4; i++)
+    CHECK(r.gpu[i]);
+  CHECK_EQ_U64(r.t.decode_cpu_images, 8);
+  CHECK(r.warn[0] == '\0'); /* no GPU error: nothing to say */
+  /* A decoder error: that batch on the CPU, the GPU path off after it. */
+  fake_init(&f);
+  f.fail_begin = 1;
+  run_view(plain, &f, PL_DECODE_GPU, &r);
+  CHECK_EQ_U64(count(r.gpu), 0);
+  CHECK_EQ_U64(r.t.decode_gpu, 0);
+  CHECK_EQ_U64(r.t.decode_gpu_failed, 8);
+  CHECK(!strcmp(r.warn, "decode: the GPU path is off, decoding on the CPU "
+                        "from now on: cudaMalloc: out of memory (fake)"));
+  pl_dataset_destroy(plain);
+  /* Eval mode: the box is the center crop's, the draws the CPU's. */
+  plain = open_folder(root, 0);
+  fake_init(&f);
+  run_view(plain, &f, PL_DECODE_GPU, &r);
+  CHECK_EQ_U64(count(r.gpu), 8);
+  for (int j = 0; j < f.njobs; j++) {
+    const pl_gpu_job *job = &f.jobs[j];
+    /* The filter's window holds the box. */
+    CHECK(job->rx <= job->x0 && job->x1 <= job->rx + job->rw);
+    CHECK(job->ry <= job->y0 && job->y1 <= job->ry + job->rh);
+    CHECK(job->rx + job->rw <= job->width && job->ry + job->rh <= job->height);
+  }
+  pl_dataset_destroy(plain);
+}
+
+/* ---------------------------------------------------------------- absent */
+
+typedef struct notes {
+  pthread_mutex_t mu;
+  char decode[512];
+} notes;
+
+static void keep_decode_note(void *user, pl_log_level level, const char *msg) {
+  notes *n = user;
+  (void)level;
+  pthread_mutex_lock(&n->mu);
+  if (!strncmp(msg, "decode=", 7))
+    snprintf(n->decode, sizeof n->decode, "%s", msg);
+  pthread_mutex_unlock(&n->mu);
+}
+
+static void test_absent(const char *root) {
+  pl_dataset *ds = open_folder(root, 1);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 4;
+  cfg.device = PL_DEVICE_CPU;
+  notes n = {PTHREAD_MUTEX_INITIALIZER, ""};
+  cfg.log = keep_decode_note;
+  cfg.log_user = &n;
+  pl_error err;
+  pl_loader *ld = NULL;
+  const char *gpu_err = pl_backend_cuda_built()
+                            ? "decode=gpu: GPU decode: no CUDA device"
+                            : "decode=gpu: GPU decode: this build of "
+                              "pinloader has no CUDA support";
+  cfg.decode = PL_DECODE_GPU;
+  CHECK_STATUS(pl_loader_create(ds, &cfg, &ld, &err), PL_UNSUPPORTED, &err);
+  CHECK(!strncmp(err.message, gpu_err, strlen(gpu_err)));
+  CHECK(ld == NULL);
+  /* auto: the CPU alone, with a one-line notice, and the CPU's bytes. */
+  cfg.decode = PL_DECODE_AUTO;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  const char *note = "decode=auto: decoding on the CPU only: ";
+  CHECK(!strncmp(n.decode, note, strlen(note)));
+  CHECK(strchr(n.decode, '\n') == NULL);
+  pl_batch *b = NULL;
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  for (uint32_t i = 0; b && i < 4; i++) {
+    uint8_t want[IMG];
+    int32_t crop[5];
+    cpu_sample(ds, i, want, crop);
+    CHECK(!memcmp((uint8_t *)pl_batch_data(b, 0) + i * IMG, want, IMG));
+  }
+  if (b)
+    pl_batch_release(b, NULL);
+  pl_loader_timings t;
+  pl_loader_timings_get(ld, &t, sizeof t);
+  CHECK(t.decode_gpu == 0 && t.decode_cpu_images == 0);
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+  /* Only image folders decode. */
+  CHECK(pl_test_write_cifar(pl_test_path("c.bin"), 0, 4) == 0);
+  char spec[600];
+  snprintf(spec, sizeof spec, "cifar10:%s", pl_test_path("c.bin"));
+  CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
+  cfg.decode = PL_DECODE_GPU;
+  CHECK_STATUS(pl_loader_create(ds, &cfg, &ld, &err), PL_INVALID_ARGUMENT,
+               &err);
+  CHECK(!strcmp(err.message, "decode=gpu: only image folders decode on the "
+                             "GPU (this dataset is 'records')"));
+
+  cfg.decode = PL_DECODE_AUTO; /* nothing to decode: no notice, no error */
+  n.decode[0] = '\0';
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  CHECK(n.decode[0] == '\0');
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+}
+
+/* ---------------------------------------------------------------- report */
+
+static void test_report_line(void) {
+  pl_report_in in;
+  memset(&in, 0, sizeof in);
+  in.device = "cpu";
+  in.batch_size = 256;
+  pl_loader_timings *t = &in.t;
+  t->wall_s = 10, t->batches = 100, t->samples = 25600, t->workers = 4;
+  t->consumer_wait_s = 5, t->read_s = 36;
+  t->decode_gpu = 1;
+  t->decode_gpu_images = 15000, t->decode_cpu_images = 10600;
+  t->decode_not_gpu = 500, t->decode_gpu_failed = 100;
+  t->decode_cpu_s = 21, t->decode_gpu_s = 7.5, t->decode_gpu_share = 0.6;
+  pl_analysis a;
+  pl_report_analyze(&in, &a);
+  const pl_finding *d = NULL;
+  for (int i = 0; i < a.nfindings; i++)
+    if (!strcmp(a.findings[i].stage, "decode"))
+      d = &a.findings[i];
+  CHECK(d != NULL);
+  if (d)
+    CHECK(!strcmp(d->text,
+                  "59% of images decoded on the GPU (15000 GPU, 10600 CPU; "
+                  "share of GPU-able JPEGs now 60%; 500 images/s per worker "
+                  "on the CPU path, 2000 per call on the GPU path; to the "
+                  "CPU: 500 not for the GPU, 100 refused by nvJPEG)"));
+}
+
+int main(void) {
+  test_split_rule();
+  test_probe();
+  const char *root = make_folder();
+  test_view(root);
+  if (pl_cuda_device_count() > 0)
+    printf("test_decode_split: a CUDA device is present: decode=gpu's "
+           "absent path not checked (tests/gpu/test_gpu_nvjpeg.c covers "
+           "it)\n");
+  else
+    test_absent(root);
+  test_report_line();
+  return pl_test_finish("test_decode_split");
+}
+#endif
