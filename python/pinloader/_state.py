@@ -64,6 +64,7 @@ FETCHER_ENDED = "fetcher_ended"
 # batches (sampler= with batch_size=).
 SAMPLES_YIELDED = "samples_yielded"
 SAMPLER_STATE = "sampler_state"
+RAN_OUT = "sampler_ran_out"  # pinloader's: see _draw
 
 
 def _error(msg):
@@ -216,7 +217,10 @@ def _draw(p, it, samples=0, snapshot=True):
     if batch and not p.drop_last:
         batches.append(batch)
         if snapshot:
+            # Taken after the sampler ran out (a partial last batch is
+            # known only then): its state is already the epoch's end.
             take()
+            snaps[-1][RAN_OUT] = True
     return batches, snaps
 
 
@@ -303,7 +307,7 @@ def _explicit_state(dl, eng):
     k = eng.taken
     finished = k >= o.nbatches
     out = {"order": o.kind, "epoch": o.epoch, NUM_YIELDED: k, ITERATOR_FINISHED: finished,
-           SAMPLER_ITER_YIELDED: k}
+           SAMPLER_ITER_YIELDED: k, BASE_SEED: eng.base_seed}
     if o.kind == "none":
         raise _error("state_dict(): %s" % o.why)
     if o.kind == "replay":
@@ -336,11 +340,15 @@ def _load_explicit(dl, eng, st):
                 p.inner.load_state_dict(st[INDEX_SAMPLER_STATE])
         eng.next_epoch = epoch
         return
+    _keep_base_seed(dl, eng, st.get(BASE_SEED), epoch)
     if st.get(ITERATOR_FINISHED):
         if kind == "replay":
             _, trailing = _replay(dl, p, st["pre"])
             _finish_draws(trailing)
+        elif st.get(RAN_OUT):
+            _restored_iter(p, st)
         else:
+            # Run to its end, as the uninterrupted epoch's draw was.
             _draw(p, _restored_iter(p, st)[0], snapshot=False)
         eng.next_epoch = epoch + 1
         return
@@ -348,6 +356,17 @@ def _load_explicit(dl, eng, st):
                      "pre": st.get("pre"), INDEX_SAMPLER_STATE: st.get(INDEX_SAMPLER_STATE),
                      SAMPLER_ITER_STATE: st.get(SAMPLER_ITER_STATE), "saved": st}
     eng.next_epoch = epoch
+
+
+def _keep_base_seed(dl, eng, seed, epoch):
+    """persistent_workers: torch's iterator draws its base seed once, at
+    its first iter(); a restored loader keeps the saved one instead of
+    drawing another (which would move the generator the orders come from)."""
+    if seed is None or not dl.persistent_workers or dl.num_workers == 0:
+        return
+    eng.base_seed, eng.started = seed, True
+    if eng.ps is not None:
+        eng.ps.set_base_seed(epoch, seed & 0xFFFFFFFFFFFFFFFF)
 
 
 def _finish_draws(trailing):
