@@ -519,6 +519,7 @@ class _Engine:
         # Resume (_state): the explicit epoch's order, batches taken of it;
         # an IterableDataset's workers' states at the batches taken.
         self.order, self.taken, self.wstates, self.ran_out = None, 0, None, False
+        self.first_batch = None  # records the iteration's first batch (_state.FirstBatch)
         plan = dl._plan
         starting = {}  # workers whose "ready" has not come yet: their sockets
         if plan.native is not None:
@@ -859,6 +860,8 @@ class _Engine:
         def pack(b):
             engine._tick()
             engine.taken += 1
+            if engine.first_batch is not None:
+                engine.first_batch = engine.first_batch()  # (None: once)
             if engine.look_at is not None:
                 engine._look_ahead(b)
             return inner(b)
@@ -1157,6 +1160,7 @@ class DataLoader(_compat.loader_base()):
                  copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
                  timings=True, transforms=None, worker_mode=None):
         prefetch_given = prefetch_factor is not None
+        self._first_batch = _state.FirstBatch()  # report()'s time to the first batch
         # An IterDataPipe: shuffle= goes to its shufflers, as torch's.
         dataset, shuffle = _compat.datapipe_dataset(dataset, shuffle)
         # "auto": the C loader tunes its threads / depth while it runs
@@ -1505,6 +1509,7 @@ class DataLoader(_compat.loader_base()):
         return self._start(raw=False)
 
     def _start(self, raw):
+        clock = self._first_batch.begin()
         _compat.begin_iteration(self)  # a DataPipe's shared seed, before the base seed
         last = self._last_iter() if self._last_iter is not None else None
         if (last is not None and not last.ended and not last.resumable
@@ -1529,6 +1534,7 @@ class DataLoader(_compat.loader_base()):
         _compat.after_base_seed(self, kept is None)
         eng = self._primary(seed)
         eng.begin_epoch(seed)
+        eng.first_batch = clock
         it = eng.iterate(raw)
         self._last_iter = weakref.ref(it)
         return it
@@ -1560,6 +1566,7 @@ class DataLoader(_compat.loader_base()):
         the next iteration gives the batches after the saved one; the
         loader's own order also with other num_workers or ranks."""
         _state.load_state_dict(self, state)
+        self._first_batch.restored = True
 
     # -- extras
 
@@ -1580,9 +1587,11 @@ class DataLoader(_compat.loader_base()):
         'timings')."""
         text = self._primary().ld.report(json=bool(json))
         if not json:
-            return text
+            return _state.report_text(text, self._first_batch)
         import json as _json
-        return _json.loads(text)
+        out = _json.loads(text)
+        out["first_batch"] = self._first_batch.as_dict()
+        return out
 
     @property
     def device_name(self):

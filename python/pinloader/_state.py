@@ -614,6 +614,61 @@ def prepare_spec(dl, spec):
     spec.pl_resume = pending if pending is not None and pending.get("kind") == "iterable" else None
 
 
+# ---------------------------------------------------------------- time to the first batch
+
+class FirstBatch:
+    """report()'s time to the first batch: from DataLoader() and from the
+    first iter() (which starts a Python dataset's worker processes) to
+    the first batch handed out; and from the first iter() after a
+    load_state_dict() to its first batch."""
+
+    def __init__(self):
+        import time
+
+        self.made = time.monotonic()
+        self.after_init_s = self.after_iter_s = self.after_restore_s = None
+        self.restored = False
+
+    def begin(self):
+        """At iter(): a recorder for the iteration's first batch, or None
+        when nothing is left to record."""
+        import time
+
+        if self.after_iter_s is None:
+            which = "first"
+        elif self.restored:
+            which = "restore"
+        else:
+            return None
+        self.restored = False
+        t0 = time.monotonic()
+
+        def record():
+            now = time.monotonic()
+            if which == "first" and self.after_iter_s is None:
+                self.after_iter_s, self.after_init_s = now - t0, now - self.made
+            elif which == "restore":
+                self.after_restore_s = now - t0
+            return None
+        return record
+
+    def as_dict(self):
+        return {"after_init_s": self.after_init_s, "after_iter_s": self.after_iter_s,
+                "after_restore_s": self.after_restore_s}
+
+
+def report_text(text, fb):
+    """The C report with the time to the first batch after its first line."""
+    if fb.after_iter_s is None:
+        return text
+    line = "first batch: %.3g s after the first iter() (%.3g s after DataLoader())" % (
+        fb.after_iter_s, fb.after_init_s)
+    if fb.after_restore_s is not None:
+        line += "; %.3g s after iter() following load_state_dict()" % fb.after_restore_s
+    head, sep, rest = text.partition("\n")
+    return head + "\n" + line + sep + rest if sep else head + "\n" + line
+
+
 # ---------------------------------------------------------------- torch.distributed.checkpoint
 
 class DCPState:
