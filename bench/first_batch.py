@@ -66,7 +66,7 @@ def _first(impl, ds, workers, method, device, batch, restore):
               multiprocessing_context=method if workers else None)
     if impl == "torch":
         t0 = time.perf_counter()
-        dl = torch.utils.data.DataLoader(ds, pin_memory=device == "cuda", **kw)
+        dl = torch.utils.data.DataLoader(ds, shuffle=True, pin_memory=device == "cuda", **kw)
         t1 = time.perf_counter()
         b = next(iter(dl))
         if device == "cuda":
@@ -76,7 +76,7 @@ def _first(impl, ds, workers, method, device, batch, restore):
         return t1 - t0, t2 - t1
     import pinloader
 
-    kw.update(shuffle=True, seed=1, device=device)
+    kw.update(shuffle=True, seed=1, device=device)  # (seed=: the order state_dict() saves)
     state = None
     if restore:
         a = pinloader.DataLoader(ds, **kw)

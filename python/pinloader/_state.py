@@ -117,6 +117,7 @@ class _Pieces:
         else:
             self.inner = bs if bs is not None else dl.sampler
         self.what = "sampler" if (self.wrap or bs is None) else "batch_sampler"
+        self.unbatched = bs is None  # each item is one index (even a list: the dataset's key)
 
     def replayable(self):
         """torch's own sampler without state of its own: its epoch is a
@@ -201,7 +202,7 @@ def _draw(p, it, samples=0, snapshot=True):
         take()
     if not p.wrap:
         for b in it:
-            batches.append(list(b) if hasattr(b, "__iter__") else [b])
+            batches.append([b] if p.unbatched else list(b))
             if snapshot:
                 take()
         return batches, snaps
@@ -453,9 +454,6 @@ def took_iterable(eng, worker, state):
 
 
 def _iterable_state(dl, eng):
-    pending = getattr(dl, "_pl_resume", None)
-    if pending is not None and pending.get("kind") == "iterable":
-        return dict(pending["saved"])
     workers = _iterable_workers(dl)
     ws = getattr(eng, "wstates", None) or {}
     snaps = {}
@@ -589,7 +587,7 @@ def _load_iterable(dl, st):
     blob = st["state"]
     position, batch = int.from_bytes(blob[40:48], "little"), int.from_bytes(blob[48:52], "little")
     dl._pl_resume = None if finished else {"kind": "iterable", "epoch": int(st["epoch"]),
-                                          "workers": snaps, "saved": None,
+                                          "workers": snaps,
                                           "first_batch": position // max(1, batch),
                                           "nworkers": workers}
     if dl._engine is not None:
