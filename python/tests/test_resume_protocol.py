@@ -220,3 +220,23 @@ def test_torchdata_state_loads():
     b.load_state_dict(st)
     assert [_flat(x) for x in b] == want[3:]
     b.close()
+
+
+@pytest.mark.parametrize("saved_workers,resumed_workers", [(0, 3), (2, 0), (3, 1)])
+@pytest.mark.parametrize("kind", ["sampler", "batch_sampler", "generator"])
+def test_map_style_resumes_into_other_worker_counts(saved_workers, resumed_workers, kind):
+    """Beyond torchdata (which asserts the same num_workers): a map-style
+    loader's sampler state resumes with any num_workers."""
+    def maker(workers):
+        def make():
+            if kind == "sampler":
+                return pinloader.DataLoader(np.arange(N), batch_size=3, sampler=StatefulPerm(N, 1),
+                                            num_workers=workers)
+            if kind == "batch_sampler":
+                return pinloader.DataLoader(np.arange(N), batch_sampler=StatefulBatches(N, 2),
+                                            num_workers=workers)
+            return pinloader.DataLoader(np.arange(N), batch_size=3, shuffle=True, num_workers=workers,
+                                        generator=torch.Generator().manual_seed(4))
+        return make
+
+    _check(maker(saved_workers), 3, make_b=maker(resumed_workers))
