@@ -96,8 +96,11 @@ def passed_over(sampler, fn):
 
 
 def _torch_samplers():
-    from torch.utils.data import (BatchSampler, DistributedSampler, RandomSampler, SequentialSampler,
-                                  SubsetRandomSampler, WeightedRandomSampler)
+    try:
+        from torch.utils.data import (BatchSampler, DistributedSampler, RandomSampler,
+                                      SequentialSampler, SubsetRandomSampler, WeightedRandomSampler)
+    except ImportError:  # without torch: only samplers of the user's own
+        return None, (), ()
     return (BatchSampler, (RandomSampler, SubsetRandomSampler, WeightedRandomSampler),
             (SequentialSampler, DistributedSampler))
 
@@ -111,7 +114,7 @@ class _Pieces:
     def __init__(self, dl):
         BatchSampler, self.random_types, self.fixed_types = _torch_samplers()
         bs = dl.batch_sampler
-        self.wrap = bs is not None and type(bs) is BatchSampler
+        self.wrap = bs is not None and BatchSampler is not None and type(bs) is BatchSampler
         if self.wrap:
             self.inner, self.batch_size, self.drop_last = bs.sampler, bs.batch_size, bs.drop_last
         else:
