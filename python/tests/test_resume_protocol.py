@@ -240,3 +240,12 @@ def test_map_style_resumes_into_other_worker_counts(saved_workers, resumed_worke
         return make
 
     _check(maker(saved_workers), 3, make_b=maker(resumed_workers))
+
+
+@pytest.mark.parametrize("ds", [Shards, OwnState])
+def test_stateful_iterable_spawn(ds):
+    """Spawned workers: the restored states travel with the pickled Spec."""
+    def make():
+        return pinloader.DataLoader(ds(N), batch_size=2, num_workers=2, multiprocessing_context="spawn")
+
+    _check(make, 3, epochs=1)
