@@ -2,11 +2,16 @@
 # GPU part 75: time to the first batch (bench/first_batch.py), pinloader
 # against torch's DataLoader in the same run, batch 256 into the GPU, for
 # 1/4/16/32 workers, fork/forkserver/spawn, and for pinloader after
-# load_state_dict(). Two runs, each under 10 minutes on the H200:
-#   PL_FB_OBJECTS_MB=0    scripts/gpu/75-first-batch.sh   # the small dataset
-#   PL_FB_OBJECTS_MB=1024 scripts/gpu/75-first-batch.sh   # 1 GB of Python objects
-# (PL_FB_WORKERS, PL_FB_METHODS, PL_FB_REPS override the rest.)
-# Results: $OUT (or $PL_GPU_LOGS, else gpu-out)/first-batch-<mb>mb.{json,md}.
+# load_state_dict(). Each run below should stay under 10 minutes on the
+# H200 (1 GB of objects is pickled once per spawned or forkserver worker,
+# by torch and by pinloader alike, so that dataset runs a method at a time):
+#   PL_FB_OBJECTS_MB=0 scripts/gpu/75-first-batch.sh
+#   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=fork scripts/gpu/75-first-batch.sh
+#   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=forkserver scripts/gpu/75-first-batch.sh
+#   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=spawn scripts/gpu/75-first-batch.sh
+# (PL_FB_WORKERS and PL_FB_REPS override the worker counts and the runs per
+# case, default 1.) Results: $OUT (or $PL_GPU_LOGS, else gpu-out)/
+# first-batch-<mb>mb-<methods>.{json,md}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -18,6 +23,7 @@ trap 'rm -rf "$target"' EXIT
 "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$target" .
 export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
 mb=${PL_FB_OBJECTS_MB:-0}
+methods=${PL_FB_METHODS:-fork,forkserver,spawn}
 "$PY" bench/first_batch.py --device cuda --workers "${PL_FB_WORKERS:-1,4,16,32}" \
-    --methods "${PL_FB_METHODS:-fork,forkserver,spawn}" --objects-mb "$mb" \
-    --reps "${PL_FB_REPS:-1}" --case-timeout 240 --out "$out" --name "first-batch-${mb}mb"
+    --methods "$methods" --objects-mb "$mb" --reps "${PL_FB_REPS:-1}" --case-timeout 240 \
+    --out "$out" --name "first-batch-${mb}mb-${methods//,/-}"
