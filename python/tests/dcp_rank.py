@@ -93,7 +93,8 @@ def main():
         result = {**result, "taken": taken, "rest": [b.tolist() for b in it],
                   "weight": model.weight.data.tolist()}
     else:
-        state = {"model.weight": model.weight.data, "model.bias": model.bias.data, "loader": None}
+        state = {"model.weight": model.weight.data, "model.bias": model.bias.data,
+                 "loader": pinloader.DCPState.placeholder()}
         load(state, ckpt)
         try:
             pinloader.DCPState(loader).load_state_dict(state["loader"])

@@ -84,3 +84,21 @@ def test_dcp_elastic_refused_for_a_sampler(tmp_path):
     for x in loaded:
         assert x["error"].startswith("load_state_dict(): the checkpoint was saved by 2 ranks, this "
                                      "run has 3")
+
+
+def test_dcp_state_without_a_process_group():
+    """One process, no process group: DCPState round-trips the loader's state."""
+    import numpy as np
+
+    import pinloader
+    from resume_data import StatefulPerm
+
+    a = pinloader.DataLoader(np.arange(20), batch_size=3, sampler=StatefulPerm(20, 2))
+    it = iter(a)
+    next(it)
+    saved = pinloader.DCPState(a).state_dict()
+    assert list(saved) == ["pinloader_ranks"] and isinstance(saved["pinloader_ranks"], bytes)
+    rest = [x.tolist() for x in it]
+    b = pinloader.DataLoader(np.arange(20), batch_size=3, sampler=StatefulPerm(20, 2))
+    pinloader.DCPState(b).load_state_dict(saved)
+    assert [x.tolist() for x in b] == rest
