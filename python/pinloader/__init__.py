@@ -32,6 +32,7 @@ import weakref
 from . import _collate
 from . import _compat
 from . import _pinloader as _C
+from . import _state
 from . import _worker
 from . import datasets
 from . import transforms as _transforms
@@ -39,12 +40,13 @@ from ._pinloader import Error
 from ._worker import sample_rng
 
 transforms = _transforms
-__all__ = ["DataLoader", "Error", "datasets", "transforms", "cuda_available", "sample_rng",
-           "__version__"]
+__all__ = ["DataLoader", "DCPState", "Error", "datasets", "transforms", "cuda_available",
+           "sample_rng", "__version__"]
 
 __version__ = _C.version()
 
-STATE_FORMAT = "pinloader.state.v1"
+STATE_FORMAT = _state.STATE_FORMAT
+DCPState = _state.DCPState
 
 # A batch buffer count no consumer reaches: the pool grows as batches are
 # kept, as torch's would (max_batch_buffers= sets a hard cap).
@@ -515,6 +517,10 @@ class _Engine:
         self.trailing = None  # the sampler's draw still to come (_Trailing)
         self.calls = 0  # next() calls of this epoch's iteration (torch's requests)
         self.deferred = None  # an explicit order drawn at the first next() (_draw_deferred)
+        # Resume (_state): the explicit epoch's order, batches taken of it;
+        # an IterableDataset's workers' states at the batches taken.
+        self.order, self.taken, self.wstates, self.ran_out = None, 0, None, False
+        self.first_batch = None  # records the iteration's first batch (_state.FirstBatch)
         plan = dl._plan
         starting = {}  # workers whose "ready" has not come yet: their sockets
         if plan.native is not None:
@@ -532,6 +538,7 @@ class _Engine:
             spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
                                 plan.iterable, dl.drop_last, batch_seeding=balanced)
+            _state.prepare_spec(dl, spec)
             if dl.worker_mode == "process":
                 starting = self._start_processes(spec, dl)
                 threads = dl.num_workers
@@ -708,6 +715,9 @@ class _Engine:
         guess, self.guess, self.look_at = self.guess, None, None
         self.trailing = None  # a break before it: torch never draws it
         self.calls = 0
+        self.taken, self.ran_out = 0, False
+        if not self.fresh:
+            self.wstates = None  # (a restore's, when fresh)
         if guess is not None and (mid or self.fresh or _C.has_pending(ld) or ld.epoch != guess.epoch):
             guess = None  # the stream does not go on into it (a break, set_epoch)
         _C.reset_iter_state(ld)
@@ -749,7 +759,7 @@ class _Engine:
         """An explicit order's epoch: the sampler's batches, drawn as
         torch draws them, given to the C loader (unless it is the order
         already queued early, the guess)."""
-        batches, self.trailing = self.dl._epoch_batches()
+        batches, self.trailing = _state.epoch_batches(self, epoch)
         self._tick(0)
         indices, starts = _order_arrays(batches)
         if guess is None or not guess.matches(epoch, base_seed, indices, starts):
@@ -850,6 +860,9 @@ class _Engine:
 
         def pack(b):
             engine._tick()
+            engine.taken += 1
+            if engine.first_batch is not None:
+                engine.first_batch = engine.first_batch()  # (None: once)
             if engine.look_at is not None:
                 engine._look_ahead(b)
             return inner(b)
@@ -904,10 +917,12 @@ class _Engine:
                     arrays[i] = _as_bool(arrays[i])
             raw = ps.take_extra(b.stream, b.epoch, b.index) if plan.needs_extra else None
             if iterable:
-                got, objs = pickle.loads(raw) if raw else (0, None)
+                got, objs, wstate = _state.split_payload(raw)
+                _state.took_iterable(engine, b.index % workers, wstate)
                 if got == 0:
                     engine.exhausted.add(b.index % workers)
                     if len(engine.exhausted) >= workers:
+                        engine.ran_out = True
                         raise StopIteration
                     return _SKIP
                 arrays = [a[:got] for a in arrays]
@@ -945,6 +960,7 @@ class _Engine:
             it.mid_epoch = 1
             if not it.ended:
                 self._tick()  # a failed batch is one of torch's requests too
+                self.taken += 1
         return out
 
     def _error_for(self, exc, status):
@@ -1145,6 +1161,7 @@ class DataLoader(_compat.loader_base()):
                  copy_chunk_bytes=0, log_level=None, cpu_budget=0, replay_batches=0, replay_after=0,
                  timings=True, transforms=None, worker_mode=None):
         prefetch_given = prefetch_factor is not None
+        self._first_batch = _state.FirstBatch()  # report()'s time to the first batch
         # An IterDataPipe: shuffle= goes to its shufflers, as torch's.
         dataset, shuffle = _compat.datapipe_dataset(dataset, shuffle)
         # "auto": the C loader tunes its threads / depth while it runs
@@ -1351,7 +1368,8 @@ class DataLoader(_compat.loader_base()):
                 and type(bs).__iter__ is BatchSampler.__iter__
                 and isinstance(bs.batch_size, int) and bs.batch_size > 0):
             return bs.batch_size
-        return max((len(b) for b in bs), default=1)
+        # (a batch sampler with state is put back after: _state)
+        return _state.passed_over(bs, lambda: max((len(b) for b in bs), default=1))
 
     def _epoch_batches(self):
         """This epoch's batches, drawn as torch's DataLoader draws them, and
@@ -1496,6 +1514,7 @@ class DataLoader(_compat.loader_base()):
         return self._start(raw=False)
 
     def _start(self, raw):
+        clock = self._first_batch.begin()
         _compat.begin_iteration(self)  # a DataPipe's shared seed, before the base seed
         last = self._last_iter() if self._last_iter is not None else None
         if (last is not None and not last.ended and not last.resumable
@@ -1520,6 +1539,7 @@ class DataLoader(_compat.loader_base()):
         _compat.after_base_seed(self, kept is None)
         eng = self._primary(seed)
         eng.begin_epoch(seed)
+        eng.first_batch = clock
         it = eng.iterate(raw)
         self._last_iter = weakref.ref(it)
         return it
@@ -1538,28 +1558,20 @@ class DataLoader(_compat.loader_base()):
         """The epoch the next batch belongs to."""
         return self._primary().ld.epoch
 
-    def _refuse_iterable_state(self, what):
-        if self._plan.iterable:
-            raise _new_error("PL_BAD_STATE", "%s: iterable datasets cannot be resumed yet (a "
-                             "DataLoader over an IterableDataset does not save where each "
-                             "worker's iterator stands)" % what)
-
     def state_dict(self):
-        """The resumable position (pl_loader_save_state) as a dict."""
-        self._refuse_iterable_state("state_dict()")
-        return {"format": STATE_FORMAT, "state": self._primary().ld.save_state()}
+        """The resumable position as a dict: the loader's own order's
+        (pl_loader_save_state), or, for a sampler's order or an
+        IterableDataset, their own states at the batch taken last
+        (python/pinloader/_state.py; pinloader.Error where a piece has
+        none)."""
+        return _state.state_dict(self)
 
     def load_state_dict(self, state):
-        """Continue from a state_dict(): the next iteration resumes where
-        the saved loader stood, also with other num_workers or ranks."""
-        self._refuse_iterable_state("load_state_dict()")
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise ValueError("not a pinloader DataLoader state_dict (format %r)" % (STATE_FORMAT,))
-        eng = self._primary()
-        eng.ld.load_state(state["state"])  # a refusal leaves everything as it was
-        _C.reset_iter_state(eng.ld)
-        eng.fresh = True
-        self._last_iter = None
+        """Continue from a state_dict() (or a torchdata StatefulDataLoader's):
+        the next iteration gives the batches after the saved one; the
+        loader's own order also with other num_workers or ranks."""
+        _state.load_state_dict(self, state)
+        self._first_batch.restored = True
 
     # -- extras
 
@@ -1580,9 +1592,11 @@ class DataLoader(_compat.loader_base()):
         'timings')."""
         text = self._primary().ld.report(json=bool(json))
         if not json:
-            return text
+            return _state.report_text(text, self._first_batch)
         import json as _json
-        return _json.loads(text)
+        out = _json.loads(text)
+        out["first_batch"] = self._first_batch.as_dict()
+        return out
 
     @property
     def device_name(self):

@@ -25,6 +25,7 @@ import numpy as np
 from . import _collate
 from . import _compat
 from . import _pinloader as _C
+from . import _state
 
 # The wire format, declared once in C (python/pinloader/wire.h) and read
 # here. Request head: magic, nfields, n, flags; buffer id, fd_bytes, epoch,
@@ -236,7 +237,7 @@ class Filler:
         reseed = spec.batch_seeding and not spec.iterable
         try:
             if spec.iterable:
-                return self._fill_iterable(n, epoch, views, writer)
+                return self._fill_iterable(n, epoch, views, writer, batch_index)
             if spec.unbatched:
                 i = indices[0]
                 current[0] = i
@@ -286,15 +287,17 @@ class Filler:
         finally:
             _ctx.key = None
 
-    def _fill_iterable(self, n, epoch, views, writer=None):
+    def _fill_iterable(self, n, epoch, views, writer=None, batch=None):
         """IterableDataset: the next n items of this worker's iterator (a
         fresh iterator each epoch, as torch's workers make one per
         iteration). The payload says how many came; 0 means this worker
         has run out for the epoch."""
         spec, t = self.spec, self.t
-        if self.iterator is None or self.iter_epoch != epoch:
+        restored = _state.resumes_here(self, epoch, batch)  # load_state_dict's workers
+        if restored or self.iterator is None or self.iter_epoch != epoch:
             # A DataPipe is seeded and sharded here first, as torch's.
-            self.iterator, self.iter_epoch = _compat.start_iterator(spec.dataset), epoch
+            self.iterator = _state.start_iterator(self, epoch, _compat.start_iterator, restored)
+            self.iter_epoch = epoch
         want = 1 if spec.unbatched else n
         samples = []
         if self.iterator is not False:
@@ -305,12 +308,13 @@ class Filler:
                     self.iterator = False  # ran out: 0 from now on this epoch
                     break
         got = len(samples)
+        state = _state.worker_state(self)  # sent with the batch: the parent's at this batch
         if got == 0 or (got < want and self.spec.drop_last):
-            return _collate.dumps((0, None))
+            return _collate.dumps(_state.payload(0, None, state))
         if spec.collate_fn is not None and not spec.unbatched:
             extras = {}
             _collate.write_collated(t, t.root, spec.collate_fn(samples), got, views, extras)
-            return _collate.dumps((got, extras))
+            return _collate.dumps(_state.payload(got, extras, state))
         objs = [[] for _ in range(t.nobjs)]
         for k, s in enumerate(samples):
             if spec.collate_fn is not None:
@@ -318,7 +322,7 @@ class Filler:
             elif writer is not None and writer.write(s, k):
                 continue
             _collate.write_sample(t, t.root, s, k, views, objs, "item %d of worker %d" % (k, self.worker_id))
-        return _collate.dumps((got, objs))
+        return _collate.dumps(_state.payload(got, objs, state))
 
 
 class _Exhausted(Exception):

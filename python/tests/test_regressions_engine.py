@@ -70,12 +70,13 @@ def test_iterable_state_dict_refused(workers):
     dl = pinloader.DataLoader(Stream(10), batch_size=2, num_workers=workers)
     it = iter(dl)
     next(it)
-    with pytest.raises(pinloader.Error, match=r"^state_dict\(\): iterable datasets cannot be "
-                       r"resumed yet \(a DataLoader over an IterableDataset does not save"):
+    # (an IterableDataset with state_dict() resumes: test_resume_protocol.py)
+    with pytest.raises(pinloader.Error, match=r"^state_dict\(\): the IterableDataset Stream has "
+                       r"no state_dict\(\)/load_state_dict\(\)"):
         dl.state_dict()
     state = {"format": pinloader.STATE_FORMAT, "state": b"x" * 64}
-    with pytest.raises(pinloader.Error, match=r"^load_state_dict\(\): iterable datasets cannot "
-                       r"be resumed yet"):
+    with pytest.raises(pinloader.Error, match=r"^load_state_dict\(\): not the state of a loader "
+                       r"over an IterableDataset"):
         dl.load_state_dict(state)
     want = [_flat(b) for b in torch.utils.data.DataLoader(Stream(10), batch_size=2,
                                                          num_workers=workers)]

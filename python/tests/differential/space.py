@@ -8,8 +8,10 @@ PY_KINDS = ("tuple", "list", "dict", "namedtuple", "nested", "reordered", "zerod
 NATIVE = ("IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder")
 ORDERS_MAP = ("seq", "seed", "shuffle_gen", "shuffle_global", "sampler_random", "sampler_subset",
               "sampler_weighted", "sampler_list", "batch_sampler", "batch_sampler_uneven")
-# Orders pinloader draws itself (resumable with state_dict); the others are
-# explicit (a torch sampler or torch's RandomSampler): refused.
+# Orders pinloader draws itself (resumable with state_dict into any
+# num_workers); the others are explicit (a torch sampler or torch's
+# RandomSampler: resumed by drawing the epoch again; a list of indices:
+# refused, it has no state).
 RESUMABLE = ("seq", "seed")
 
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# GPU part 75: time to the first batch (bench/first_batch.py), pinloader
+# against torch's DataLoader in the same run, batch 256 into the GPU, for
+# 1/4/16/32 workers, fork/forkserver/spawn, and for pinloader after
+# load_state_dict(). Each run below should stay under 10 minutes on the
+# H200 (1 GB of objects is pickled once per spawned or forkserver worker,
+# by torch and by pinloader alike, so that dataset runs a method at a time):
+#   PL_FB_OBJECTS_MB=0 scripts/gpu/75-first-batch.sh
+#   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=fork scripts/gpu/75-first-batch.sh
+#   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=forkserver scripts/gpu/75-first-batch.sh
+#   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=spawn scripts/gpu/75-first-batch.sh
+# (PL_FB_WORKERS and PL_FB_REPS override the worker counts and the runs per
+# case, default 1.) Results: $OUT (or $PL_GPU_LOGS, else gpu-out)/
+# first-batch-<mb>mb-<methods>.{json,md}.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+out=${OUT:-${PL_GPU_LOGS:-$PWD/gpu-out}}
+mkdir -p "$out"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1
+target=$(mktemp -d "${TMPDIR:-/tmp}/pinloader-py.XXXXXX")
+trap 'rm -rf "$target"' EXIT
+"$PY" -m pip install -q --no-index --no-build-isolation --no-deps --target "$target" .
+export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
+mb=${PL_FB_OBJECTS_MB:-0}
+methods=${PL_FB_METHODS:-fork,forkserver,spawn}
+"$PY" bench/first_batch.py --device cuda --workers "${PL_FB_WORKERS:-1,4,16,32}" \
+    --methods "$methods" --objects-mb "$mb" --reps "${PL_FB_REPS:-1}" --case-timeout 240 \
+    --out "$out" --name "first-batch-${mb}mb-${methods//,/-}"
