@@ -26,7 +26,15 @@ stands at (never at what was prefetched):
   the C loader at the next batch slot (the worker that comes next is the
   one that would have).
 
-Where a piece has no state, state_dict() raises pinloader.Error naming it.
+A sampler or batch sampler with no state of its own: the epoch's order is
+drawn whole at iter() all the same, so the state holds the rest of that
+order (the batches not yet taken, as indices: 8 bytes a sample); restoring
+gives exactly those batches, and the epochs after it are drawn from the
+sampler as it then stands (as a restarted torch program would), with one
+warning per loader that says so. A state_dict() never fails for it: a
+framework that checkpoints every loader with a state_dict() (Lightning)
+keeps working. An IterableDataset without state: state_dict() raises
+pinloader.Error naming it (its rest cannot be told).
 Keys are torchdata's where a user would move a state between the two:
 _index_sampler_state, _sampler_iter_state, _sampler_iter_yielded,
 _num_yielded, _iterator_finished, and per worker, under
@@ -65,6 +73,36 @@ FETCHER_ENDED = "fetcher_ended"
 SAMPLES_YIELDED = "samples_yielded"
 SAMPLER_STATE = "sampler_state"
 RAN_OUT = "sampler_ran_out"  # pinloader's: see _draw
+
+
+# pinloader's: a stateless sampler's epoch, the batches not yet taken
+# (flat indices and their batches' starts) and why it is told so.
+DRAWN_INDICES = "drawn_indices"
+DRAWN_STARTS = "drawn_starts"
+DRAWN_WHY = "drawn_why"
+
+
+def _flatten(batches):
+    indices, starts = [], [0]
+    for b in batches:
+        indices.extend(int(i) for i in b)
+        starts.append(len(indices))
+    return indices, starts
+
+
+def _unflatten(indices, starts):
+    return [list(indices[a:b]) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def _warn_drawn(dl, why):
+    """Once per loader: a state of a stateless sampler resumes this epoch
+    only."""
+    if getattr(dl, "_pl_warned_drawn", False):
+        return
+    dl._pl_warned_drawn = True
+    import warnings
+
+    warnings.warn("pinloader state_dict(): %s" % why, stacklevel=4)
 
 
 def _error(msg):
@@ -139,11 +177,12 @@ class _Pieces:
 class _EpochOrder:
     """The explicit epoch being iterated: how its state at batch k is told.
     kind 'replay': `pre` (generator states before the draw); 'sampler':
-    snaps[k] (the index pieces' state after k batches); 'none': `why`."""
+    snaps[k] (the index pieces' state after k batches); 'drawn': the
+    epoch's batches themselves (a sampler without state: `why` says so)."""
 
-    def __init__(self, kind, epoch, nbatches, pre=None, snaps=None, why=None):
+    def __init__(self, kind, epoch, nbatches, pre=None, snaps=None, why=None, batches=None):
         self.kind, self.epoch, self.nbatches = kind, epoch, nbatches
-        self.pre, self.snaps, self.why = pre, snaps, why
+        self.pre, self.snaps, self.why, self.batches = pre, snaps, why, batches
 
 
 def _capture(p):
@@ -254,10 +293,12 @@ def _epoch_of_sampler(dl, p):
     it = iter(p.inner)
     if not (stateful(p.inner) or stateful(it)):
         batches, _ = _draw(p, it, snapshot=False)
-        why = ("the %s %s has no state_dict()/load_state_dict() (nor has its iterator): define them "
-               "(the StatefulDataLoader protocol), or use seed= for the loader's own order"
+        why = ("the %s %s has no state_dict()/load_state_dict() (nor has its iterator): the state "
+               "holds the rest of this epoch's order, and the epochs after a restore are drawn "
+               "from the sampler as it then is; define them (the StatefulDataLoader protocol), "
+               "or use seed= for the loader's own order, to resume those too"
                % (p.what, _name(p.inner)))
-        return batches, _EpochOrder("none", None, len(batches), why=why)
+        return batches, _EpochOrder("drawn", None, len(batches), why=why, batches=batches)
     batches, snaps = _draw(p, it)
     return batches, _EpochOrder("sampler", None, len(batches), snaps=snaps)
 
@@ -278,6 +319,11 @@ def epoch_batches(eng, epoch):
         pre = pending["pre"] if pending is not None else _capture(p)
         batches, trailing = _replay(dl, p, pre) if pending is not None else dl._epoch_batches()
         order = _EpochOrder("replay", epoch, len(batches), pre=pre)
+    elif pending is not None and pending.get(DRAWN_STARTS) is not None:
+        rest = _unflatten(pending[DRAWN_INDICES], pending[DRAWN_STARTS])
+        batches = [None] * k + rest
+        order = _EpochOrder("drawn", epoch, len(batches), batches=batches,
+                            why=pending["saved"].get(DRAWN_WHY))
     elif pending is not None:
         it, samples = _restored_iter(p, pending)
         rest, snaps = _draw(p, it, samples)
@@ -312,8 +358,11 @@ def _explicit_state(dl, eng):
     finished = k >= o.nbatches
     out = {"order": o.kind, "epoch": o.epoch, NUM_YIELDED: k, ITERATOR_FINISHED: finished,
            SAMPLER_ITER_YIELDED: k, BASE_SEED: eng.base_seed}
-    if o.kind == "none":
-        raise _error("state_dict(): %s" % o.why)
+    if o.kind == "drawn":
+        _warn_drawn(dl, o.why)
+        out[DRAWN_INDICES], out[DRAWN_STARTS] = _flatten(o.batches[k:])
+        out[DRAWN_WHY] = o.why
+        return out
     if o.kind == "replay":
         out["pre"] = o.pre
     else:
@@ -331,6 +380,8 @@ def _load_explicit(dl, eng, st):
     if kind == "replay" and not p.replayable():
         raise _error("load_state_dict(): the state was saved from torch's own sampler; this "
                      "loader's %s is %s" % (p.what, _name(p.inner)))
+    if kind == "drawn" and st.get(DRAWN_STARTS) is None:
+        raise _error("load_state_dict(): the state names a drawn order but holds none")
     if kind == "sampler" and p.replayable():
         raise _error("load_state_dict(): the state holds a %s's own state; this loader's %s "
                      "(%s) has none" % (p.what, p.what, _name(p.inner)))
@@ -358,7 +409,8 @@ def _load_explicit(dl, eng, st):
         return
     dl._pl_resume = {"kind": "explicit", "epoch": epoch, NUM_YIELDED: int(st[NUM_YIELDED]),
                      "pre": st.get("pre"), INDEX_SAMPLER_STATE: st.get(INDEX_SAMPLER_STATE),
-                     SAMPLER_ITER_STATE: st.get(SAMPLER_ITER_STATE), "saved": st}
+                     SAMPLER_ITER_STATE: st.get(SAMPLER_ITER_STATE), "saved": st,
+                     DRAWN_INDICES: st.get(DRAWN_INDICES), DRAWN_STARTS: st.get(DRAWN_STARTS)}
     eng.next_epoch = epoch
 
 

@@ -1,9 +1,13 @@
 """The StatefulDataLoader protocol: users' samplers, batch samplers and
 IterableDatasets with state_dict()/load_state_dict() resume at the batch
 taken last, whatever was prefetched; torch's own samplers resume by drawing
-the epoch again from the saved generator state; a piece without state is
-named at state_dict(). The oracle is the uninterrupted run (itself checked
+the epoch again from the saved generator state; a sampler without state
+resumes the rest of the epoch drawn (its order kept in the state); an
+IterableDataset without state is named at state_dict(). The oracle is the uninterrupted run (itself checked
 against torch's DataLoader)."""
+import random
+import warnings
+
 import numpy as np
 import pytest
 
@@ -100,17 +104,56 @@ def test_unbatched_stateful_sampler():
                                                        sampler=StatefulPerm(N, 3)))
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_sampler_without_state_is_named(workers):
-    a = pinloader.DataLoader(np.arange(N), batch_size=4, sampler=Plain(N), num_workers=workers)
+class _Shuffled:
+    """A sampler without state whose every iteration is a new random order
+    (a user's own type): only the order drawn tells where an epoch was."""
+
+    def __init__(self, n, seed):
+        self.n, self.rng = n, random.Random(seed)
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        p = list(range(self.n))
+        self.rng.shuffle(p)
+        return iter(p)
+
+
+@pytest.mark.parametrize("workers,resume_workers", [(0, 2), (2, 0)])
+def test_sampler_without_state_resumes_the_drawn_rest(workers, resume_workers):
+    """No state_dict() on the sampler: the state holds the rest of the
+    epoch's order (warning once that later epochs come from the sampler as
+    it then is), so a framework that checkpoints every loader (Lightning)
+    goes on, and the resumed loader, whose own sampler would draw another
+    order, gives exactly the batches the first would have given."""
+    a = pinloader.DataLoader(np.arange(N), batch_size=4, sampler=_Shuffled(N, 1), num_workers=workers)
     it = iter(a)
     next(it)
-    with pytest.raises(pinloader.Error, match=r"^state_dict\(\): the sampler Plain has no "
-                       r"state_dict\(\)/load_state_dict\(\)") as e:
-        a.state_dict()
-    assert e.value.status == "PL_BAD_STATE"
-    assert [_flat(b) for b in it][0] == [18, 17, 16, 15]  # the iteration goes on
-    a.close()
+    with pytest.warns(UserWarning, match=r"the sampler _Shuffled has no state_dict\(\)/"
+                      r"load_state_dict\(\).*rest of this epoch"):
+        st = a.state_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per loader
+        again = a.state_dict()
+    assert again == st
+    rest = [_flat(b) for b in it]
+    assert len(rest) == (N + 3) // 4 - 1
+    b = pinloader.DataLoader(np.arange(N), batch_size=4, sampler=_Shuffled(N, 2),
+                             num_workers=resume_workers)
+    b.load_state_dict(st)
+    it_b = iter(b)
+    assert _flat(next(it_b)) == rest[0]
+    with pytest.warns(UserWarning):
+        st2 = b.state_dict()  # a resumed epoch's state: the rest again
+    c = pinloader.DataLoader(np.arange(N), batch_size=4, sampler=_Shuffled(N, 3))
+    c.load_state_dict(st2)
+    assert [_flat(x) for x in c] == rest[1:]
+    assert [_flat(x) for x in it_b] == rest[1:]
+    nxt = [_flat(x) for x in b]  # the next epoch: b's own sampler's draw
+    assert sorted(sum(nxt, [])) == list(range(N))
+    for ld in (a, b, c):
+        ld.close()
 
 
 @pytest.mark.parametrize("workers", [0, 2])
