@@ -5,6 +5,7 @@
  *   tokens:FILE[,FILE...]?context=T[&samples=N][&stride=S][&dtype=D][&format=F]
  *   npy:FILE.npy[,FILE.npy...]   npy:FILE.npz
  *   images:ROOT?size=224[&train=0][&scale=A:B][&ratio=A:B][&flip_p=P]...
+ *   shards:A.tar[,B.tar|URL|PATTERN...]?fields=image:jpg,label:cls[&size=224]...
  * The kind ends at the first ':', the options begin at the last '?'; the
  * files between are split on ',' (so paths may hold ':' but not ',' or
  * '?'; the C and Python APIs take paths as a list, without these limits).
@@ -18,7 +19,8 @@
 
 #define SPEC_USAGE                                                         \
   "(want idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "                      \
-  "tokens:FILE[,FILE...]?context=T, npy:FILE[,FILE...] or images:ROOT)"
+  "tokens:FILE[,FILE...]?context=T, npy:FILE[,FILE...], images:ROOT or "   \
+  "shards:TAR[,TAR...])"
 
 #define TOKENS_KEYS "context samples stride dtype format"
 /* flip and dct: the deprecated spellings of flip_p and dct_scaling (the
@@ -113,6 +115,37 @@ static pl_status images_from_options(const pl_options *o,
   return PL_OK;
 }
 
+/* ---- shards (tar shards: source_shards.c): the image keys, plus its own.
+ * One block, with the two dispatch lines marked "shards" below. */
+#define SHARDS_KEYS                                                        \
+  "size train scale ratio flip_p resize dct_scaling fields cache "         \
+  "cache_bytes max_bytes readahead retries backoff_ms timeout_ms"
+
+static pl_status open_shards(const char *const *paths, int n,
+                             const pl_options *o, pl_dataset **out,
+                             pl_error *err) {
+  pl_shards_options so;
+  pl_shards_options_init(&so);
+  uint64_t cache = so.cache_bytes, maxb = so.max_bytes, retries = 4;
+  uint64_t backoff = so.backoff_ms, timeout = so.timeout_ms;
+  int ra = 0;
+  PL_TRY(images_from_options(o, &so.image, err));
+  PL_TRY(pl_options_u64(o, "cache_bytes", UINT64_MAX, &cache, err));
+  PL_TRY(pl_options_u64(o, "max_bytes", UINT32_MAX, &maxb, err));
+  PL_TRY(pl_options_u64(o, "retries", 1000, &retries, err));
+  PL_TRY(pl_options_u64(o, "backoff_ms", UINT32_MAX, &backoff, err));
+  PL_TRY(pl_options_u64(o, "timeout_ms", UINT32_MAX, &timeout, err));
+  PL_TRY(pl_options_choice(o, "readahead", "whole ranges", &ra, err));
+  so.fields = pl_options_get(o, "fields");
+  so.cache_dir = pl_options_get(o, "cache");
+  so.cache_bytes = cache, so.max_bytes = (uint32_t)maxb;
+  so.retries = (int)retries, so.backoff_ms = (uint32_t)backoff;
+  so.timeout_ms = (uint32_t)timeout;
+  so.readahead = (pl_shards_readahead)ra;
+  return pl_dataset_open_shards(paths, n, &so, out, err);
+}
+/* ---- end of shards */
+
 static pl_status open_with_options(const char *kind, const char *const *paths,
                                    int n, const pl_options *o,
                                    pl_dataset **out, pl_error *err) {
@@ -122,6 +155,8 @@ static pl_status open_with_options(const char *kind, const char *const *paths,
     PL_TRY(tokens_from_options(o, &t, err));
     return pl_dataset_open_tokens(paths, n, &t, out, err);
   }
+  if (!strcmp(kind, "shards")) /* shards */
+    return open_shards(paths, n, o, out, err);
   if (n != 1)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "images takes 1 path (a folder or a list file), got %d",
@@ -156,6 +191,7 @@ pl_status pl_dataset_open(const char *kind, const char *const *paths,
                      "a kind and at least one path are required");
   const char *keys = !strcmp(kind, "tokens")   ? TOKENS_KEYS
                      : !strcmp(kind, "images") ? IMAGES_KEYS
+                     : !strcmp(kind, "shards") ? SHARDS_KEYS /* shards */
                                                : "";
   if (!keys[0] && strcmp(kind, "idx") && strcmp(kind, "cifar10") &&
       strcmp(kind, "npy"))
@@ -176,7 +212,8 @@ pl_status pl_dataset_open(const char *kind, const char *const *paths,
 static pl_status check_kind(const char *spec, const char *kind, bool files,
                             pl_error *err) {
   if (strcmp(kind, "idx") && strcmp(kind, "cifar10") &&
-      strcmp(kind, "tokens") && strcmp(kind, "npy") && strcmp(kind, "images"))
+      strcmp(kind, "tokens") && strcmp(kind, "npy") && strcmp(kind, "images") &&
+      strcmp(kind, "shards") /* shards */)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "dataset spec '%s': unknown kind '%s' " SPEC_USAGE, spec,
                      kind);

@@ -1,0 +1,839 @@
+/* WebDataset tar shards: samples are (shard, member group) pairs, numbered
+ * shard after shard in the order given; fields are members chosen by
+ * extension (pinloader.h, pl_dataset_open_shards).
+ *
+ * Local shards are memory-mapped for the dataset's life, as every other
+ * source's files. Remote shards (http/https) are indexed at open (the
+ * cached index is used when the server's ETag and length still match it;
+ * else the shard is fetched once and indexed), then read either whole into
+ * the cache folder on first use (PL_SHARDS_WHOLE, mapped from there, the
+ * cache bounded by cache_bytes with least-recently-read eviction) or one
+ * range request per member (PL_SHARDS_RANGES). Every request carries the
+ * index's ETag and length: a shard that changed is refused. */
+#include "data/dataset.h"
+#include "data/file_map.h"
+#include "data/http_fetch.h"
+#include "data/image_sample.h"
+#include "data/tar_index.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_FIELDS 16
+#define MAX_SHARDS (1 << 24)
+#define SLOT_MEMBER PL_IMAGE_SAMPLE_FREE_SLOT
+
+typedef enum { F_IMAGE, F_INT, F_BYTES } field_kind;
+
+typedef struct field_spec {
+  char name[64];
+  char len_name[72]; /* a bytes field's length field: NAME_len */
+  char exts[128]; /* ';'-separated alternatives */
+  field_kind kind;
+} field_spec;
+
+typedef struct shard {
+  char *path;        /* path or URL, as given (after brace expansion) */
+  bool remote;
+  pl_tar_index ix;
+  uint64_t first;    /* dataset index of its first sample */
+  pl_file_map map;   /* local: for the dataset's life; remote: while
+                        resident (WHOLE) */
+  /* Remote only: */
+  pl_http_meta meta; /* as indexed */
+  char *cache_tar;   /* the whole shard in the cache folder */
+  bool on_disk;      /* cache_tar holds it (WHOLE) */
+  bool loading;      /* a reader is fetching it: others wait on `ready` */
+  int refs;          /* readers of map now */
+  uint64_t last_use;
+} shard;
+
+typedef struct shards_impl {
+  pl_shards_options opt;
+  char *fields_text, *cache_dir;
+  field_spec f[MAX_FIELDS];
+  int nf;
+  int n;
+  shard *s;
+  pl_http *http;
+  /* Remote residency: lock guards on_disk, loading, refs, last_use, map of
+   * remote shards, resident and clock; never held during a transfer or a
+   * read of a mapping. */
+  pthread_mutex_t lock;
+  pthread_cond_t ready;
+  uint64_t resident, clock;
+  pl_scratch_pool scratch;
+} shards_impl;
+
+void pl_shards_options_init(pl_shards_options *o) {
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  pl_image_options_init(&o->image);
+  o->cache_bytes = 4ull << 30;
+  o->max_bytes = 4096;
+  o->readahead = PL_SHARDS_WHOLE;
+  o->retries = 4;
+  o->backoff_ms = 200;
+  o->timeout_ms = 30000;
+}
+
+/* ---------------------------------------------------------------- fields */
+
+static field_kind default_kind(const char *exts) {
+  char first[64];
+  size_t n = strcspn(exts, ";");
+  snprintf(first, sizeof first, "%.*s", (int)PL_MIN(n, 63), exts);
+  if (!strcasecmp(first, "jpg") || !strcasecmp(first, "jpeg") ||
+      !strcasecmp(first, "png"))
+    return F_IMAGE;
+  return !strcasecmp(first, "cls") ? F_INT : F_BYTES;
+}
+
+static pl_status parse_field(shards_impl *im, char *item, pl_error *err) {
+  char *c1 = strchr(item, ':');
+  char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+  if (!c1 || c1 == item || !c1[1] || (c2 && (c2 == c1 + 1 || !c2[1])))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: field '%s' (want NAME:EXT[;EXT...][:KIND])",
+                     item);
+  if (im->nf == MAX_FIELDS)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "shards: over %d fields",
+                     MAX_FIELDS);
+  *c1 = '\0';
+  if (c2)
+    *c2 = '\0';
+  field_spec *f = &im->f[im->nf++];
+  if (strlen(item) + 5 > PL_NAME_MAX || strlen(c1 + 1) >= sizeof f->exts)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "shards: field '%s': name "
+                     "or extensions too long", item);
+  strcpy(f->name, item);
+  snprintf(f->len_name, sizeof f->len_name, "%s_len", item);
+  strcpy(f->exts, c1 + 1);
+  f->kind = default_kind(f->exts);
+  if (!c2)
+    return PL_OK;
+  if (!strcmp(c2 + 1, "image"))
+    f->kind = F_IMAGE;
+  else if (!strcmp(c2 + 1, "int"))
+    f->kind = F_INT;
+  else if (!strcmp(c2 + 1, "bytes"))
+    f->kind = F_BYTES;
+  else
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: field '%s': kind '%s' (want image, int or "
+                     "bytes)", item, c2 + 1);
+  return PL_OK;
+}
+
+static pl_status parse_fields(shards_impl *im, pl_error *err) {
+  char *save = NULL;
+  for (char *t = strtok_r(im->fields_text, ",", &save); t;
+       t = strtok_r(NULL, ",", &save))
+    PL_TRY(parse_field(im, t, err));
+  if (!im->nf)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "shards: no fields");
+  return PL_OK;
+}
+
+/* The dataset's fields: a bytes field is two (its bytes, its length). */
+static int make_fields(const shards_impl *im, pl_field *out) {
+  int k = 0;
+  int64_t size = im->opt.image.size;
+  for (int i = 0; i < im->nf; i++) {
+    const field_spec *f = &im->f[i];
+    pl_field *o = &out[k++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", f->name);
+    o->dtype = f->kind == F_INT ? PL_INT64 : PL_UINT8;
+    if (f->kind == F_IMAGE) {
+      o->ndim = 3;
+      o->shape[0] = 3, o->shape[1] = size, o->shape[2] = size;
+    } else if (f->kind == F_BYTES) {
+      o->ndim = 1;
+      o->shape[0] = im->opt.max_bytes;
+      pl_field *l = &out[k++];
+      memset(l, 0, sizeof *l);
+      snprintf(l->name, sizeof l->name, "%s", f->len_name);
+      l->dtype = PL_INT64;
+    }
+  }
+  return k;
+}
+
+/* ---------------------------------------------------------------- brace
+ * patterns: "a-{000..099}.tar" as WebDataset (braceexpand) writes them,
+ * each {A..B} a range of integers, zero-padded to A's width when A has a
+ * leading zero; several braces multiply. */
+
+typedef struct strv {
+  char **v;
+  int n, cap;
+} strv;
+
+static pl_status strv_add(strv *l, const char *s, size_t n, pl_error *err) {
+  if (l->n == MAX_SHARDS)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "shards: over %d shards",
+                     MAX_SHARDS);
+  if (l->n == l->cap) {
+    int cap = PL_MAX(l->cap * 2, 16);
+    char **v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v)
+      return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+    l->v = v, l->cap = cap;
+  }
+  if (!(l->v[l->n] = strndup(s, n)))
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  l->n++;
+  return PL_OK;
+}
+
+static void strv_free(strv *l) {
+  for (int i = 0; i < l->n; i++)
+    free(l->v[i]);
+  free(l->v);
+}
+
+static pl_status expand(const char *pat, strv *out, pl_error *err) {
+  const char *open = strchr(pat, '{');
+  const char *close = open ? strchr(open, '}') : NULL;
+  const char *dots = open && close ? strstr(open, "..") : NULL;
+  if (!open)
+    return strv_add(out, pat, strlen(pat), err);
+  char *end1, *end2;
+  unsigned long long a = strtoull(open + 1, &end1, 10);
+  unsigned long long b = dots ? strtoull(dots + 2, &end2, 10) : 0;
+  if (!close || !dots || dots > close || end1 != dots || end2 != close ||
+      end1 == open + 1 || end2 == dots + 2 || b < a || b - a >= MAX_SHARDS)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: '%s': a brace must be {FIRST..LAST} with "
+                     "FIRST <= LAST", pat);
+  int width = open[1] == '0' ? (int)(dots - open - 1) : 0;
+  size_t len = strlen(pat) + 32;
+  char *buf = malloc(len);
+  if (!buf)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  pl_status s = PL_OK;
+  for (unsigned long long i = a; s == PL_OK && i <= b; i++) {
+    snprintf(buf, len, "%.*s%0*llu%s", (int)(open - pat), pat, width, i,
+             close + 1);
+    s = expand(buf, out, err);
+  }
+  free(buf);
+  return s;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; s++)
+    h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+  return h;
+}
+
+static pl_status mkdirs(const char *dir, pl_error *err) {
+  char *d = strdup(dir);
+  if (!d)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  for (char *p = d + 1; ; p++) {
+    bool last = !*p;
+    if (*p == '/' || last) {
+      *p = '\0';
+      if (mkdir(d, 0777) != 0 && errno != EEXIST) {
+        int e = errno;
+        pl_errorf(err, PL_IO, "shards: cache folder %s: %s", d, strerror(e));
+        free(d);
+        return PL_IO;
+      }
+      if (last)
+        break;
+      *p = '/';
+    }
+  }
+  free(d);
+  return PL_OK;
+}
+
+/* Writes buf to path through a temporary name and a rename, so that a
+ * reader never sees half a file. */
+static bool write_atomic(const char *path, const void *buf, uint64_t n) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return false;
+  const uint8_t *p = buf;
+  uint64_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, (size_t)PL_MIN(n - done, 1u << 30));
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break;
+    done += (uint64_t)w;
+  }
+  bool ok = close(fd) == 0 && done == n && rename(tmp, path) == 0;
+  if (!ok)
+    unlink(tmp);
+  return ok;
+}
+
+/* The cached index at `path` if its tag matches. */
+static bool load_cached(const char *path, const char *tag, pl_tar_index *ix) {
+  pl_file_map m;
+  pl_error e;
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+      pl_file_map_open(path, &m, &e) != PL_OK)
+    return false;
+  bool ok = pl_tar_index_load(m.data, m.size, tag, ix, &e) == PL_OK;
+  pl_file_map_close(&m);
+  return ok;
+}
+
+static void save_cached(const char *path, const char *tag,
+                        const pl_tar_index *ix) {
+  uint8_t *buf;
+  uint64_t n;
+  pl_error e;
+  if (pl_tar_index_save(ix, tag, &buf, &n, &e) != PL_OK)
+    return; /* the index stays in memory only */
+  write_atomic(path, buf, n);
+  free(buf);
+}
+
+static char *cache_name(const shards_impl *im, const char *what,
+                        const char *ext) {
+  size_t n = strlen(im->cache_dir) + 64;
+  char *p = malloc(n);
+  if (p)
+    snprintf(p, n, "%s/%016llx%s", im->cache_dir,
+             (unsigned long long)fnv1a(what), ext);
+  return p;
+}
+
+/* ---------------------------------------------------------------- local */
+
+static pl_status open_local(shards_impl *im, shard *sh, pl_error *err) {
+  PL_TRY(pl_file_map_open(sh->path, &sh->map, err));
+  struct stat st;
+  char tag[128];
+  if (stat(sh->path, &st) != 0)
+    return pl_errorf(err, PL_IO, "%s: cannot stat: %s", sh->path,
+                     strerror(errno));
+  snprintf(tag, sizeof tag, "local %llu %lld.%09ld",
+           (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
+           st.st_mtim.tv_nsec);
+  size_t n = strlen(sh->path) + 8;
+  char *beside = malloc(n), *other = cache_name(im, sh->path, ".plidx");
+  pl_status s = beside && other ? PL_OK
+                                : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  if (s == PL_OK) {
+    snprintf(beside, n, "%s.plidx", sh->path);
+    if (!load_cached(beside, tag, &sh->ix) &&
+        !load_cached(other, tag, &sh->ix)) {
+      s = pl_tar_index_build(sh->map.data, sh->map.size, sh->path, &sh->ix,
+                             err);
+      if (s == PL_OK) {
+        save_cached(beside, tag, &sh->ix);
+        if (access(beside, F_OK) != 0 && mkdirs(im->cache_dir, err) == PL_OK)
+          save_cached(other, tag, &sh->ix);
+        pl_error_clear(err);
+      }
+    }
+  }
+  free(beside);
+  free(other);
+  return s;
+}
+
+/* ---------------------------------------------------------------- remote */
+
+typedef struct fd_sink {
+  int fd;
+} fd_sink;
+
+static int to_fd(void *user, const void *data, size_t n) {
+  fd_sink *f = user;
+  const uint8_t *p = data;
+  while (n) {
+    ssize_t w = write(f->fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return 1;
+    p += w, n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int discard(void *user, const void *data, size_t n) { return 0; }
+
+/* The whole of sh->path into sh->cache_tar, through a temporary name. */
+static pl_status download(shards_impl *im, shard *sh, const pl_http_meta *x,
+                          pl_http_meta *got, pl_error *err) {
+  size_t n = strlen(sh->cache_tar) + 32;
+  char *tmp = malloc(n);
+  if (!tmp)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  snprintf(tmp, n, "%s.part%lx", sh->cache_tar, (unsigned long)pthread_self());
+  fd_sink f = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)};
+  pl_status s = PL_OK;
+  if (f.fd < 0)
+    s = pl_errorf(err, PL_IO, "shards: cache file %s: %s", tmp,
+                  strerror(errno));
+  if (s == PL_OK)
+    s = pl_http_get(im->http, sh->path, 0, 0, x, to_fd, &f, got, err);
+  if (f.fd >= 0 && close(f.fd) != 0 && s == PL_OK)
+    s = pl_errorf(err, PL_IO, "shards: cache file %s: %s", tmp,
+                  strerror(errno));
+  if (s == PL_OK && rename(tmp, sh->cache_tar) != 0)
+    s = pl_errorf(err, PL_IO, "shards: cache file %s: %s", sh->cache_tar,
+                  strerror(errno));
+  if (s != PL_OK)
+    unlink(tmp);
+  free(tmp);
+  return s;
+}
+
+static bool file_has_size(const char *path, uint64_t size) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+         (uint64_t)st.st_size == size;
+}
+
+/* Indexes a shard fetched whole now; keeps the file when it fits. */
+static pl_status index_by_fetch(shards_impl *im, shard *sh, const char *idx,
+                                const char *tag, pl_error *err) {
+  PL_TRY(download(im, sh, &sh->meta, NULL, err));
+  pl_file_map m;
+  pl_status s = pl_file_map_open(sh->cache_tar, &m, err);
+  if (s == PL_OK) {
+    s = pl_tar_index_build(m.data, m.size, sh->path, &sh->ix, err);
+    pl_file_map_close(&m);
+  }
+  if (s == PL_OK)
+    save_cached(idx, tag, &sh->ix);
+  bool keep = s == PL_OK && im->opt.readahead == PL_SHARDS_WHOLE &&
+              im->resident + sh->meta.length <= im->opt.cache_bytes;
+  if (keep) {
+    sh->on_disk = true;
+    im->resident += sh->meta.length;
+  } else {
+    unlink(sh->cache_tar);
+  }
+  return s;
+}
+
+static pl_status open_remote(shards_impl *im, shard *sh, pl_error *err) {
+  if (!im->http) {
+    pl_http_opts ho = {im->opt.retries, im->opt.backoff_ms,
+                       im->opt.timeout_ms};
+    PL_TRY(pl_http_open(&ho, &im->http, err));
+  }
+  PL_TRY(mkdirs(im->cache_dir, err));
+  /* What the shard is now: the cached index is good only for that. */
+  PL_TRY(pl_http_get(im->http, sh->path, 0, 1, NULL, discard, NULL,
+                     &sh->meta, err));
+  char tag[256];
+  snprintf(tag, sizeof tag, "remote %s %llu", sh->meta.etag,
+           (unsigned long long)sh->meta.length);
+  char *idx = cache_name(im, sh->path, ".plidx");
+  sh->cache_tar = cache_name(im, sh->path, ".tar");
+  if (!idx || !sh->cache_tar) {
+    free(idx);
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  }
+  pl_status s = PL_OK;
+  if (load_cached(idx, tag, &sh->ix)) {
+    bool keep = im->opt.readahead == PL_SHARDS_WHOLE &&
+                file_has_size(sh->cache_tar, sh->meta.length) &&
+                im->resident + sh->meta.length <= im->opt.cache_bytes;
+    sh->on_disk = keep;
+    im->resident += keep ? sh->meta.length : 0;
+  } else {
+    s = index_by_fetch(im, sh, idx, tag, err);
+  }
+  free(idx);
+  return s;
+}
+
+/* Least recently read shards off the disk until the cache fits; shards
+ * being read (or fetched) stay. Under im->lock. */
+static void evict(shards_impl *im, const shard *keep) {
+  while (im->resident > im->opt.cache_bytes) {
+    shard *victim = NULL;
+    for (int i = 0; i < im->n; i++) {
+      shard *c = &im->s[i];
+      if (c != keep && c->on_disk && !c->refs && !c->loading &&
+          (!victim || c->last_use < victim->last_use))
+        victim = c;
+    }
+    if (!victim)
+      return;
+    pl_file_map_close(&victim->map);
+    unlink(victim->cache_tar);
+    victim->on_disk = false;
+    im->resident -= victim->meta.length;
+  }
+}
+
+/* Makes a remote shard readable from its mapping (fetching it when it is
+ * not on disk) and holds it there until release. */
+static pl_status acquire(shards_impl *im, shard *sh, pl_error *err) {
+  pthread_mutex_lock(&im->lock);
+  while (sh->loading)
+    pthread_cond_wait(&im->ready, &im->lock);
+  pl_status s = PL_OK;
+  if (!sh->on_disk) {
+    sh->loading = true;
+    pthread_mutex_unlock(&im->lock);
+    s = download(im, sh, &sh->meta, NULL, err);
+    pthread_mutex_lock(&im->lock);
+    sh->loading = false;
+    pthread_cond_broadcast(&im->ready);
+    if (s == PL_OK) {
+      sh->on_disk = true;
+      im->resident += sh->meta.length;
+    }
+  }
+  if (s == PL_OK && !sh->map.data)
+    s = pl_file_map_open(sh->cache_tar, &sh->map, err);
+  if (s == PL_OK) {
+    sh->refs++;
+    sh->last_use = ++im->clock;
+    evict(im, sh);
+  }
+  pthread_mutex_unlock(&im->lock);
+  return s;
+}
+
+static void release(shards_impl *im, shard *sh) {
+  pthread_mutex_lock(&im->lock);
+  sh->refs--;
+  evict(im, NULL);
+  pthread_mutex_unlock(&im->lock);
+}
+
+/* ---------------------------------------------------------------- reads */
+
+typedef struct buf_sink {
+  uint8_t *p;
+  uint64_t n, cap;
+} buf_sink;
+
+static int to_buf(void *user, const void *data, size_t n) {
+  buf_sink *b = user;
+  if (n > b->cap - b->n)
+    return 1;
+  memcpy(b->p + b->n, data, n);
+  b->n += n;
+  return 0;
+}
+
+/* The bytes of member m: in the mapping, or fetched into the scratch. */
+static pl_status member_bytes(shards_impl *im, shard *sh, uint64_t m,
+                              pl_scratch *sc, const uint8_t **out,
+                              pl_error *err) {
+  const pl_tar_member *t = &sh->ix.members[m];
+  if (sh->map.data) {
+    *out = sh->map.data + t->offset;
+    return PL_OK;
+  }
+  buf_sink b = {pl_scratch_get(sc, SLOT_MEMBER, t->size ? t->size : 1), 0,
+                t->size};
+  if (!b.p)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  PL_TRY(pl_http_get(im->http, sh->path, t->offset, t->size, &sh->meta,
+                     to_buf, &b, NULL, err));
+  *out = b.p;
+  return PL_OK;
+}
+
+static bool ext_matches(const char *exts, const char *ext) {
+  size_t len = strlen(ext);
+  for (const char *p = exts; *p;) {
+    size_t n = strcspn(p, ";");
+    if (n == len && !strncmp(p, ext, n))
+      return true;
+    p += n + (p[n] == ';');
+  }
+  return false;
+}
+
+static pl_status missing(const shard *sh, uint64_t j, const field_spec *f,
+                         pl_error *err) {
+  char have[256] = "";
+  size_t used = 0;
+  for (uint64_t m = sh->ix.first[j]; m < sh->ix.first[j + 1]; m++)
+    used += (size_t)snprintf(have + used, used < sizeof have ? sizeof have - used : 0,
+                             "%s%s", used ? ", " : "", pl_tar_ext(&sh->ix, m));
+  pl_errorf(err, PL_FORMAT,
+            "%s: sample '%s' has no member for field '%s' (want extension "
+            "%s; it has %s)",
+            sh->path, pl_tar_key(&sh->ix, sh->ix.first[j]), f->name, f->exts,
+            have);
+  pl_error_set_path(err, sh->path);
+  return PL_FORMAT;
+}
+
+static pl_status to_int(const shard *sh, uint64_t m, const uint8_t *p,
+                        uint64_t n, void *dst, pl_error *err) {
+  char text[32];
+  while (n && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' '))
+    n--;
+  char *end = NULL;
+  long long v = 0;
+  if (n && n < sizeof text) {
+    memcpy(text, p, n);
+    text[n] = '\0';
+    errno = 0;
+    v = strtoll(text, &end, 10);
+  }
+  if (!end || *end || end == text || errno == ERANGE)
+    return pl_errorf(err, PL_FORMAT, "%s: %s.%s: not an integer", sh->path,
+                     pl_tar_key(&sh->ix, m), pl_tar_ext(&sh->ix, m));
+  int64_t x = v;
+  memcpy(dst, &x, sizeof x);
+  return PL_OK;
+}
+
+static pl_status one_field(shards_impl *im, shard *sh, uint64_t m,
+                           const field_spec *f, uint64_t index,
+                           const pl_sample_ctx *ctx, pl_scratch *sc,
+                           void *const *dst, pl_error *err) {
+  const uint8_t *p = NULL;
+  uint64_t n = sh->ix.members[m].size;
+  PL_TRY(member_bytes(im, sh, m, sc, &p, err));
+  if (f->kind == F_INT)
+    return to_int(sh, m, p, n, dst[0], err);
+  if (f->kind == F_BYTES) {
+    if (n > im->opt.max_bytes)
+      return pl_errorf(err, PL_FORMAT, "%s: %s.%s: %llu bytes, over "
+                       "max_bytes %u", sh->path, pl_tar_key(&sh->ix, m),
+                       pl_tar_ext(&sh->ix, m), (unsigned long long)n,
+                       im->opt.max_bytes);
+    memcpy(dst[0], p, (size_t)n);
+    memset((uint8_t *)dst[0] + n, 0, (size_t)(im->opt.max_bytes - n));
+    int64_t len = (int64_t)n;
+    memcpy(dst[1], &len, sizeof len);
+    return PL_OK;
+  }
+  char name[512];
+  snprintf(name, sizeof name, "%s:%s.%s", sh->path, pl_tar_key(&sh->ix, m),
+           pl_tar_ext(&sh->ix, m));
+  pl_sample_ctx zero = {0};
+  return pl_image_sample_from_bytes(&im->opt.image, p, (size_t)n, name,
+                                    ctx ? ctx : &zero, index, sc, dst[0],
+                                    NULL, err);
+}
+
+static int find_shard(const shards_impl *im, uint64_t index) {
+  int lo = 0, hi = im->n - 1;
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (im->s[mid].first <= index)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+static pl_status read_fields(shards_impl *im, shard *sh, uint64_t j,
+                             uint64_t index, const pl_sample_ctx *ctx,
+                             pl_scratch *sc, void *const *dst, pl_error *err) {
+  int k = 0;
+  for (int i = 0; i < im->nf; i++) {
+    const field_spec *f = &im->f[i];
+    uint64_t m = sh->ix.first[j];
+    while (m < sh->ix.first[j + 1] && !ext_matches(f->exts, pl_tar_ext(&sh->ix, m)))
+      m++;
+    if (m == sh->ix.first[j + 1])
+      return missing(sh, j, f, err);
+    PL_TRY(one_field(im, sh, m, f, index, ctx, sc, dst + k, err));
+    k += f->kind == F_BYTES ? 2 : 1;
+  }
+  return PL_OK;
+}
+
+static pl_status shards_read(const pl_dataset *ds, uint64_t index,
+                             const pl_sample_ctx *ctx, void *const *dst,
+                             pl_error *err) {
+  shards_impl *im = ds->impl;
+  shard *sh = &im->s[find_shard(im, index)];
+  bool hold = sh->remote && im->opt.readahead == PL_SHARDS_WHOLE;
+  if (hold)
+    PL_TRY(acquire(im, sh, err));
+  pl_scratch *sc = pl_scratch_take(&im->scratch);
+  pl_status s = sc ? read_fields(im, sh, index - sh->first, index, ctx, sc,
+                                 dst, err)
+                   : pl_errorf(err, PL_NO_MEMORY, "shards: out of memory");
+  if (sc)
+    pl_scratch_give(&im->scratch, sc);
+  if (hold)
+    release(im, sh);
+  return s;
+}
+
+static const char *shards_sample_path(const pl_dataset *ds, uint64_t index,
+                                      int64_t *label) {
+  const shards_impl *im = ds->impl;
+  if (label)
+    *label = -1;
+  return im->s[find_shard(im, index)].path;
+}
+
+static void shards_destroy(void *p) {
+  shards_impl *im = p;
+  if (!im)
+    return;
+  for (int i = 0; im->s && i < im->n; i++) {
+    pl_file_map_close(&im->s[i].map);
+    pl_tar_index_free(&im->s[i].ix);
+    free(im->s[i].path);
+    free(im->s[i].cache_tar);
+  }
+  free(im->s);
+  pl_http_close(im->http);
+  free(im->fields_text);
+  free(im->cache_dir);
+  pthread_mutex_destroy(&im->lock);
+  pthread_cond_destroy(&im->ready);
+  pl_scratch_pool_destroy(&im->scratch);
+  free(im);
+}
+
+static const pl_dataset_vt shards_vt = {
+    .kind = "shards",
+    .read = shards_read,
+    .sample_path = shards_sample_path,
+    .destroy_impl = shards_destroy,
+};
+
+/* ---------------------------------------------------------------- open */
+
+static char *default_cache_dir(void) {
+  const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char buf[4096];
+  if (x && x[0] == '/')
+    snprintf(buf, sizeof buf, "%s/pinloader/shards", x);
+  else if (home && home[0] == '/')
+    snprintf(buf, sizeof buf, "%s/.cache/pinloader/shards", home);
+  else
+    snprintf(buf, sizeof buf, "/tmp/pinloader-shards-%ld", (long)getuid());
+  return strdup(buf);
+}
+
+static pl_status check_opts(const pl_shards_options *o, pl_error *err) {
+  if (o->struct_size != sizeof *o ||
+      o->image.struct_size != sizeof o->image)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: options not initialised with "
+                     "pl_shards_options_init");
+  if (o->image.size == 0 || o->image.size > 8192)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: size %u (want 1 to 8192)", o->image.size);
+  if (o->max_bytes == 0 || o->retries < 0 || o->timeout_ms == 0 ||
+      (o->readahead != PL_SHARDS_WHOLE && o->readahead != PL_SHARDS_RANGES))
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: max_bytes and timeout_ms must be > 0, "
+                     "retries >= 0, readahead whole or ranges");
+  return PL_OK;
+}
+
+static pl_status open_all(shards_impl *im, const strv *paths, pl_error *err) {
+  im->s = calloc((size_t)paths->n, sizeof *im->s);
+  if (!im->s)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  uint64_t total = 0;
+  for (int i = 0; i < paths->n; i++) {
+    shard *sh = &im->s[i];
+    im->n = i + 1; /* what destroy frees */
+    sh->path = strdup(paths->v[i]);
+    if (!sh->path)
+      return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+    sh->remote = pl_http_is_url(sh->path);
+    PL_TRY(sh->remote ? open_remote(im, sh, err) : open_local(im, sh, err));
+    sh->first = total;
+    total += sh->ix.nsamples;
+  }
+  return PL_OK;
+}
+
+static bool needs_images(const shards_impl *im) {
+  for (int i = 0; i < im->nf; i++)
+    if (im->f[i].kind == F_IMAGE)
+      return true;
+  return false;
+}
+
+static pl_status open_impl(shards_impl *im, const char *const *paths,
+                           int npaths, pl_error *err) {
+  PL_TRY(parse_fields(im, err));
+  if (needs_images(im) && (!pl_image_have_jpeg() || !pl_image_have_png()))
+    return pl_errorf(err, PL_UNSUPPORTED,
+                     "shards: this build lacks libjpeg-turbo or libpng "
+                     "(install libjpeg62-turbo-dev and libpng-dev, then "
+                     "rebuild)");
+  strv list = {0};
+  pl_status s = PL_OK;
+  for (int i = 0; s == PL_OK && i < npaths; i++)
+    s = paths[i] && paths[i][0]
+            ? expand(paths[i], &list, err)
+            : pl_errorf(err, PL_INVALID_ARGUMENT, "shards: path %d is empty",
+                        i + 1);
+  if (s == PL_OK)
+    s = open_all(im, &list, err);
+  strv_free(&list);
+  return s;
+}
+
+pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
+                                 const pl_shards_options *opt,
+                                 pl_dataset **out, pl_error *err) {
+  if (!out)
+    return pl_errorf(err, PL_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!paths || npaths <= 0 || !opt)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "shards: paths and options are required");
+  PL_TRY(check_opts(opt, err));
+  shards_impl *im = calloc(1, sizeof *im);
+  if (!im)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  im->opt = *opt;
+  if (!im->opt.image.resize)
+    im->opt.image.resize = (uint32_t)(opt->image.size / 0.875);
+  im->fields_text = strdup(opt->fields ? opt->fields
+                                       : "image:jpg;jpeg;png,label:cls");
+  im->cache_dir = opt->cache_dir ? strdup(opt->cache_dir)
+                                 : default_cache_dir();
+  im->opt.fields = im->opt.cache_dir = NULL; /* the caller's: not kept */
+  pthread_mutex_init(&im->lock, NULL);
+  pthread_cond_init(&im->ready, NULL);
+  pl_scratch_pool_init(&im->scratch);
+  pl_status s = im->fields_text && im->cache_dir
+                    ? open_impl(im, paths, npaths, err)
+                    : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  uint64_t total = s == PL_OK ? im->s[im->n - 1].first +
+                                    im->s[im->n - 1].ix.nsamples
+                              : 0;
+  if (s == PL_OK && total == 0)
+    s = pl_errorf(err, PL_FORMAT, "shards: %s%s holds no samples",
+                  im->s[0].path, im->n > 1 ? " and the others" : "");
+  pl_field fields[2 * MAX_FIELDS];
+  int nf = s == PL_OK ? make_fields(im, fields) : 0;
+  if (s == PL_OK)
+    s = pl_dataset_new(&shards_vt, im, total, fields, nf, out, err);
+  if (s != PL_OK)
+    shards_destroy(im);
+  return s;
+}
