@@ -409,6 +409,12 @@ typedef struct pl_shards_options {
   int retries;              /* HTTP attempts after the first; default 4 */
   uint32_t backoff_ms;      /* before the first retry, doubling; 200 */
   uint32_t timeout_ms;      /* connect, and no byte for this long; 30000 */
+  uint64_t shuffle_buffer;  /* a loader's shuffled epoch: the shards in an
+                               order of (seed, epoch), their samples in tar
+                               order, then shuffled within consecutive
+                               windows of this many (each sample moves less
+                               than it); 0: the loader's permutation of all
+                               samples. Default 1000 */
 } pl_shards_options;
 
 PL_API void pl_shards_options_init(pl_shards_options *o);

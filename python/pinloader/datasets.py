@@ -318,12 +318,18 @@ class Shards(Dataset):
     their indexes and, with readahead="whole", whole shards (at most
     ``cache_bytes``, least recently read evicted first); readahead="ranges"
     reads each member with one range request. ``retries``, ``backoff_ms``
-    and ``timeout_ms`` govern failed requests. See docs/sources.md."""
+    and ``timeout_ms`` govern failed requests.
+
+    Order: a DataLoader with shuffle=True and seed= reads an epoch shard by
+    shard (the shards in an order of (seed, epoch), each in tar order), its
+    positions shuffled within windows of ``shuffle_buffer`` samples;
+    shuffle_buffer=0 permutes all samples as for other datasets. See
+    docs/sources.md."""
 
     def __init__(self, urls, fields=None, size=224, train=True, scale=(0.08, 1.0),
                  ratio=(3.0 / 4.0, 4.0 / 3.0), flip_p=0.5, resize=None, dct_scaling=True,
                  cache_dir=None, cache_bytes=None, max_bytes=None, readahead="whole",
-                 retries=None, backoff_ms=None, timeout_ms=None):
+                 retries=None, backoff_ms=None, timeout_ms=None, shuffle_buffer=1000):
         if readahead not in ("whole", "ranges"):
             raise ValueError("readahead must be 'whole' or 'ranges', not %r" % (readahead,))
         if fields is None:
@@ -336,7 +342,8 @@ class Shards(Dataset):
                         dct_scaling=bool(dct_scaling), fields=_shards_fields(fields),
                         cache=None if cache_dir is None else os.fspath(cache_dir),
                         cache_bytes=cache_bytes, max_bytes=max_bytes, readahead=readahead,
-                        retries=retries, backoff_ms=backoff_ms, timeout_ms=timeout_ms)
+                        retries=retries, backoff_ms=backoff_ms, timeout_ms=timeout_ms,
+                        shuffle_buffer=shuffle_buffer)
         super().__init__(_C.open("shards", self.urls, opts))
 # ---- end of shards
 

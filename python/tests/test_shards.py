@@ -149,7 +149,8 @@ def test_images_are_image_folders(tmp_path, train):
     crop and resize, the crop drawn from the same (seed, epoch, index))."""
     paths, lst = write_shards(str(tmp_path))
     kw = dict(size=24, train=train)
-    ds, ref = Shards(paths, fields=FIELDS, **kw), ImageFolder(lst, **kw)
+    # shuffle_buffer=0: the loader's permutation of all samples, as ImageFolder's
+    ds, ref = Shards(paths, fields=FIELDS, shuffle_buffer=0, **kw), ImageFolder(lst, **kw)
     for i in range(len(ds)):
         assert np.array_equal(ds[i][0], ref[i][0])
         assert int(ds[i][1]) == int(ref[i][1])
@@ -172,6 +173,75 @@ def test_loader_exactly_once_any_workers(tmp_path):
     assert runs[0] == runs[1] == runs[2]
     want = sorted(m["txt"] for _, m in _tar_oracle(paths))
     assert sorted(runs[0]) == want
+
+
+def _labels_order(ds, **kw):
+    """Epoch orders as sample numbers (the text member names the sample)."""
+    dl = pinloader.DataLoader(ds, output="numpy", **kw)
+    return [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in dl for k in range(len(n))]
+
+
+def write_many(folder, nshards=8, per=5):
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for s in range(nshards):
+        paths.append(os.path.join(folder, "o-%02d.tar" % s))
+        with tarfile.open(paths[-1], "w") as t:
+            for j in range(per):
+                data = b"sample %d" % (s * per + j)
+                ti = tarfile.TarInfo("%06d.txt" % (s * per + j))
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+    return paths
+
+
+@pytest.mark.parametrize("window", [1, 3, 5, 7])
+def test_shard_order_is_bounded_and_exactly_once(tmp_path, window):
+    paths = write_many(str(tmp_path))
+    ds = Shards(paths, fields={"t": "txt"}, shuffle_buffer=window)
+    kw = dict(batch_size=4, shuffle=True, seed=11)
+    e0 = _labels_order(ds, num_workers=2, **kw)
+    assert sorted(e0) == list(range(40))
+    # some order of the shards, each read whole in tar order, whose every
+    # window of positions holds exactly the samples of e0's same window
+    import itertools
+
+    windows = [set(e0[w:w + window]) for w in range(0, 40, window)]
+    found = []
+    for perm in itertools.permutations(range(8)):
+        cat = [s * 5 + j for s in perm for j in range(5)]
+        if all(set(cat[k * window:(k + 1) * window]) == windows[k] for k in range(len(windows))):
+            found.append(perm)
+            break
+    assert found
+    if window == 1:
+        assert [v % 5 for v in e0] == [0, 1, 2, 3, 4] * 8  # tar order in a shard
+    # a function of (seed, epoch): any worker count, the same order
+    assert _labels_order(ds, num_workers=0, **kw) == e0
+    assert _labels_order(ds, num_workers=3, **kw) == e0
+
+
+def test_shard_order_epochs_ranks_and_resume(tmp_path):
+    paths = write_many(str(tmp_path))
+    ds = Shards(paths, fields={"t": "txt"}, shuffle_buffer=4)
+    dl = pinloader.DataLoader(ds, batch_size=4, shuffle=True, seed=2, num_workers=2, output="numpy")
+    e0 = [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in dl for k in range(len(n))]
+    e1 = [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in dl for k in range(len(n))]
+    assert sorted(e0) == sorted(e1) == list(range(40)) and e0 != e1
+    # ranks: DistributedSampler's split of the same global order
+    ranks = [_labels_order(ds, batch_size=4, shuffle=True, seed=2, rank=r, world_size=2)
+             for r in range(2)]
+    assert ranks[0] == e0[0::2] and ranks[1] == e0[1::2]
+    # resume from a saved position, with another worker count
+    a = pinloader.DataLoader(ds, batch_size=4, shuffle=True, seed=2, num_workers=1, output="numpy")
+    it = iter(a)
+    head = [next(it) for _ in range(3)]
+    state = a.state_dict()
+    a.close()
+    b = pinloader.DataLoader(ds, batch_size=4, shuffle=True, seed=2, num_workers=3, output="numpy")
+    b.load_state_dict(state)
+    got = [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in head + list(b) for k in range(len(n))]
+    assert got == e0
 
 
 def test_webdataset_order_and_contents(tmp_path):

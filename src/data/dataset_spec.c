@@ -119,7 +119,8 @@ static pl_status images_from_options(const pl_options *o,
  * One block, with the two dispatch lines marked "shards" below. */
 #define SHARDS_KEYS                                                        \
   "size train scale ratio flip_p resize dct_scaling fields cache "         \
-  "cache_bytes max_bytes readahead retries backoff_ms timeout_ms"
+  "cache_bytes max_bytes readahead retries backoff_ms timeout_ms "         \
+  "shuffle_buffer"
 
 static pl_status open_shards(const char *const *paths, int n,
                              const pl_options *o, pl_dataset **out,
@@ -131,6 +132,8 @@ static pl_status open_shards(const char *const *paths, int n,
   int ra = 0;
   PL_TRY(images_from_options(o, &so.image, err));
   PL_TRY(pl_options_u64(o, "cache_bytes", UINT64_MAX, &cache, err));
+  PL_TRY(pl_options_u64(o, "shuffle_buffer", UINT64_MAX, &so.shuffle_buffer,
+                        err));
   PL_TRY(pl_options_u64(o, "max_bytes", UINT32_MAX, &maxb, err));
   PL_TRY(pl_options_u64(o, "retries", 1000, &retries, err));
   PL_TRY(pl_options_u64(o, "backoff_ms", UINT32_MAX, &backoff, err));

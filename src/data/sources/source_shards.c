@@ -11,6 +11,7 @@
  * range request per member (PL_SHARDS_RANGES). Every request carries the
  * index's ETag and length: a shard that changed is refused. */
 #include "data/dataset.h"
+#include "core/rng.h"
 #include "data/file_map.h"
 #include "data/http_fetch.h"
 #include "data/image_sample.h"
@@ -29,6 +30,8 @@
 #define MAX_FIELDS 16
 #define MAX_SHARDS (1 << 24)
 #define SLOT_MEMBER PL_IMAGE_SAMPLE_FREE_SLOT
+#define ORDER_SLOTS 4 /* epochs whose shard order is kept at once */
+#define RNG_STREAM_SHARDS 0x7368726473ull /* "shrds" */
 
 typedef enum { F_IMAGE, F_INT, F_BYTES } field_kind;
 
@@ -55,6 +58,16 @@ typedef struct shard {
   uint64_t last_use;
 } shard;
 
+/* One epoch's shard order: order[k] is the k-th shard read, prefix[k] the
+ * samples before it in that order. */
+typedef struct epoch_order {
+  uint64_t key[2];
+  bool valid;
+  uint64_t last_use;
+  uint32_t *order;
+  uint64_t *prefix; /* n + 1 */
+} epoch_order;
+
 typedef struct shards_impl {
   pl_shards_options opt;
   char *fields_text, *cache_dir;
@@ -69,6 +82,11 @@ typedef struct shards_impl {
   pthread_mutex_t lock;
   pthread_cond_t ready;
   uint64_t resident, clock;
+  /* The shard orders of the epochs being read; order_lock guards them and
+   * is held for a lookup (a slot is reused only under it). */
+  pthread_mutex_t order_lock;
+  epoch_order orders[ORDER_SLOTS];
+  uint64_t order_clock;
   pl_scratch_pool scratch;
 } shards_impl;
 
@@ -82,6 +100,7 @@ void pl_shards_options_init(pl_shards_options *o) {
   o->retries = 4;
   o->backoff_ms = 200;
   o->timeout_ms = 30000;
+  o->shuffle_buffer = 1000;
 }
 
 /* ---------------------------------------------------------------- fields */
@@ -702,6 +721,11 @@ static void shards_destroy(void *p) {
     free(im->s[i].cache_tar);
   }
   free(im->s);
+  for (int i = 0; i < ORDER_SLOTS; i++) {
+    free(im->orders[i].order);
+    free(im->orders[i].prefix);
+  }
+  pthread_mutex_destroy(&im->order_lock);
   pl_http_close(im->http);
   free(im->fields_text);
   free(im->cache_dir);
@@ -711,10 +735,82 @@ static void shards_destroy(void *p) {
   free(im);
 }
 
+/* ---------------------------------------------------------------- order */
+
+static uint64_t shards_window(const pl_dataset *ds) {
+  const shards_impl *im = ds->impl;
+  return im->opt.shuffle_buffer;
+}
+
+/* The shard order of `key`: a Fisher-Yates shuffle from the key. */
+static void fill_order(const shards_impl *im, epoch_order *e,
+                       const uint64_t key[2]) {
+  pl_rng r = pl_rng_for(key[0], key[1], 0, RNG_STREAM_SHARDS);
+  for (int k = 0; k < im->n; k++)
+    e->order[k] = (uint32_t)k;
+  for (int k = im->n - 1; k > 0; k--) {
+    uint64_t j = pl_rng_below(&r, (uint64_t)k + 1);
+    uint32_t t = e->order[k];
+    e->order[k] = e->order[j], e->order[j] = t;
+  }
+  e->prefix[0] = 0;
+  for (int k = 0; k < im->n; k++)
+    e->prefix[k + 1] = e->prefix[k] + im->s[e->order[k]].ix.nsamples;
+  e->key[0] = key[0], e->key[1] = key[1];
+  e->valid = true;
+}
+
+static epoch_order *order_for(shards_impl *im, const uint64_t key[2]) {
+  epoch_order *lru = &im->orders[0];
+  for (int i = 0; i < ORDER_SLOTS; i++) {
+    epoch_order *e = &im->orders[i];
+    if (e->valid && e->key[0] == key[0] && e->key[1] == key[1])
+      return e;
+    if (!e->valid || (lru->valid && e->last_use < lru->last_use))
+      lru = e;
+  }
+  fill_order(im, lru, key);
+  return lru;
+}
+
+/* Position c of the epoch's shard order: the shard whose samples cover
+ * it, and the sample there in tar order. */
+static uint64_t shards_block_index(const pl_dataset *ds, const uint64_t key[2],
+                                   uint64_t c) {
+  shards_impl *im = ds->impl;
+  pthread_mutex_lock(&im->order_lock);
+  epoch_order *e = order_for(im, key);
+  e->last_use = ++im->order_clock;
+  int lo = 0, hi = im->n - 1;
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (e->prefix[mid] <= c)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  uint64_t index = im->s[e->order[lo]].first + (c - e->prefix[lo]);
+  pthread_mutex_unlock(&im->order_lock);
+  return index;
+}
+
+static pl_status alloc_orders(shards_impl *im, pl_error *err) {
+  for (int i = 0; i < ORDER_SLOTS; i++) {
+    epoch_order *e = &im->orders[i];
+    e->order = malloc((size_t)im->n * sizeof *e->order);
+    e->prefix = malloc((size_t)(im->n + 1) * sizeof *e->prefix);
+    if (!e->order || !e->prefix)
+      return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  }
+  return PL_OK;
+}
+
 static const pl_dataset_vt shards_vt = {
     .kind = "shards",
     .read = shards_read,
     .sample_path = shards_sample_path,
+    .shuffle_window = shards_window,
+    .block_index = shards_block_index,
     .destroy_impl = shards_destroy,
 };
 
@@ -792,6 +888,8 @@ static pl_status open_impl(shards_impl *im, const char *const *paths,
                         i + 1);
   if (s == PL_OK)
     s = open_all(im, &list, err);
+  if (s == PL_OK)
+    s = alloc_orders(im, err);
   strv_free(&list);
   return s;
 }
@@ -819,6 +917,7 @@ pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
   im->opt.fields = im->opt.cache_dir = NULL; /* the caller's: not kept */
   pthread_mutex_init(&im->lock, NULL);
   pthread_cond_init(&im->ready, NULL);
+  pthread_mutex_init(&im->order_lock, NULL);
   pl_scratch_pool_init(&im->scratch);
   pl_status s = im->fields_text && im->cache_dir
                     ? open_impl(im, paths, npaths, err)
