@@ -46,8 +46,9 @@ enum { F_DATASET, F_EPOCHS, F_MAX_BATCHES, F_ORDER_OUT, F_SAVE_STATE,
        F_INT64_LABELS };
 static const cli_flag run_flags[] = {
     {"dataset", "SPEC", "idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
-     "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...] or "
-     "images:ROOT[?size=224] (options: docs/sources.md; "
+     "tokens:FILE[,FILE...]?context=T[&samples=N], npy:FILE[,FILE...], "
+     "images:ROOT[?size=224] or shards:TAR|URL|PATTERN[,...]"
+     "[?fields=image:jpg,label:cls] (options: docs/sources.md; "
      "default: Fashion-MNIST train from " FASHION_DIR ")", F_DATASET, 0, 0, 0,
      NULL},
     {"epochs", "N", "epochs in the whole run (default 1); with --resume, "
