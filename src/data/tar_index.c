@@ -277,7 +277,8 @@ void pl_tar_index_free(pl_tar_index *ix) {
  * and tag, then nmembers, nsamples, names_len, then the arrays. */
 
 static void put(uint8_t **p, const void *v, size_t n) {
-  memcpy(*p, v, n);
+  if (n) /* an empty index's arrays may be NULL */
+    memcpy(*p, v, n);
   *p += n;
 }
 
@@ -305,7 +306,8 @@ pl_status pl_tar_index_save(const pl_tar_index *ix, const char *tag,
 static bool take(const uint8_t **p, const uint8_t *end, void *v, uint64_t n) {
   if ((uint64_t)(end - *p) < n)
     return false;
-  memcpy(v, *p, (size_t)n);
+  if (n)
+    memcpy(v, *p, (size_t)n);
   *p += n;
   return true;
 }
