@@ -415,6 +415,11 @@ typedef struct pl_shards_options {
                                windows of this many (each sample moves less
                                than it); 0: the loader's permutation of all
                                samples. Default 1000 */
+  uint32_t prefetch;        /* readahead whole, a shuffled epoch: fetch
+                               the shard being read and this many after it
+                               in the epoch's order ahead of the reads, on a
+                               thread of the dataset's; 0: on demand only.
+                               Default 2 */
 } pl_shards_options;
 
 PL_API void pl_shards_options_init(pl_shards_options *o);

@@ -317,7 +317,9 @@ class Shards(Dataset):
     Remote shards: ``cache_dir`` (default ~/.cache/pinloader/shards) holds
     their indexes and, with readahead="whole", whole shards (at most
     ``cache_bytes``, least recently read evicted first); readahead="ranges"
-    reads each member with one range request. ``retries``, ``backoff_ms``
+    reads each member with one range request; with "whole", a shuffled
+    epoch's next ``prefetch`` shards (default 2) are fetched ahead of the
+    reads. ``retries``, ``backoff_ms``
     and ``timeout_ms`` govern failed requests.
 
     Order: a DataLoader with shuffle=True and seed= reads an epoch shard by
@@ -329,7 +331,8 @@ class Shards(Dataset):
     def __init__(self, urls, fields=None, size=224, train=True, scale=(0.08, 1.0),
                  ratio=(3.0 / 4.0, 4.0 / 3.0), flip_p=0.5, resize=None, dct_scaling=True,
                  cache_dir=None, cache_bytes=None, max_bytes=None, readahead="whole",
-                 retries=None, backoff_ms=None, timeout_ms=None, shuffle_buffer=1000):
+                 retries=None, backoff_ms=None, timeout_ms=None, shuffle_buffer=1000,
+                 prefetch=None):
         if readahead not in ("whole", "ranges"):
             raise ValueError("readahead must be 'whole' or 'ranges', not %r" % (readahead,))
         if fields is None:
@@ -343,7 +346,7 @@ class Shards(Dataset):
                         cache=None if cache_dir is None else os.fspath(cache_dir),
                         cache_bytes=cache_bytes, max_bytes=max_bytes, readahead=readahead,
                         retries=retries, backoff_ms=backoff_ms, timeout_ms=timeout_ms,
-                        shuffle_buffer=shuffle_buffer)
+                        shuffle_buffer=shuffle_buffer, prefetch=prefetch)
         super().__init__(_C.open("shards", self.urls, opts))
 # ---- end of shards
 

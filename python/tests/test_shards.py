@@ -363,6 +363,30 @@ def test_loader_over_urls_matches_local(served, tmp_path):
 
 
 @needs_nginx
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_each_shard_fetched_once_an_epoch(served, tmp_path, prefetch):
+    """Indexes cached, shards not: a shuffled epoch fetches each shard once
+    (by the read-ahead thread or by the first reader; never twice)."""
+    server, paths, _ = served
+    urls = server.url + "/part-{000..002}.tar"
+    cache = tmp_path / "c"
+    Shards(urls, fields=FIELDS, size=16, cache_dir=cache)
+    for p in cache.glob("*.tar"):
+        p.unlink()
+    ds = Shards(urls, fields=FIELDS, size=16, cache_dir=cache, prefetch=prefetch, shuffle_buffer=4)
+    before = open(server.access_log).read().count("\n")
+    local = Shards(paths, fields=FIELDS, size=16, shuffle_buffer=4)
+    kw = dict(batch_size=4, shuffle=True, seed=1, num_workers=2, output="numpy")
+    for x, y in zip(pinloader.DataLoader(ds, **kw), pinloader.DataLoader(local, **kw)):
+        for u, v in zip(x, y):
+            assert np.array_equal(u, v)
+    log = open(server.access_log).read().splitlines()[before:]
+    assert sorted(line.split('"')[1] for line in log) == \
+        ["GET /part-%03d.tar HTTP/1.1" % i for i in range(3)]
+    del ds  # joins the read-ahead thread
+
+
+@needs_nginx
 def test_http_errors_name_url_and_status(served, tmp_path):
     server, _, _ = served
     url = server.url + "/unavailable/part-000.tar"

@@ -120,7 +120,7 @@ static pl_status images_from_options(const pl_options *o,
 #define SHARDS_KEYS                                                        \
   "size train scale ratio flip_p resize dct_scaling fields cache "         \
   "cache_bytes max_bytes readahead retries backoff_ms timeout_ms "         \
-  "shuffle_buffer"
+  "shuffle_buffer prefetch"
 
 static pl_status open_shards(const char *const *paths, int n,
                              const pl_options *o, pl_dataset **out,
@@ -129,6 +129,7 @@ static pl_status open_shards(const char *const *paths, int n,
   pl_shards_options_init(&so);
   uint64_t cache = so.cache_bytes, maxb = so.max_bytes, retries = 4;
   uint64_t backoff = so.backoff_ms, timeout = so.timeout_ms;
+  uint64_t prefetch = so.prefetch;
   int ra = 0;
   PL_TRY(images_from_options(o, &so.image, err));
   PL_TRY(pl_options_u64(o, "cache_bytes", UINT64_MAX, &cache, err));
@@ -139,6 +140,8 @@ static pl_status open_shards(const char *const *paths, int n,
   PL_TRY(pl_options_u64(o, "backoff_ms", UINT32_MAX, &backoff, err));
   PL_TRY(pl_options_u64(o, "timeout_ms", UINT32_MAX, &timeout, err));
   PL_TRY(pl_options_choice(o, "readahead", "whole ranges", &ra, err));
+  PL_TRY(pl_options_u64(o, "prefetch", 1u << 16, &prefetch, err));
+  so.prefetch = (uint32_t)prefetch;
   so.fields = pl_options_get(o, "fields");
   so.cache_dir = pl_options_get(o, "cache");
   so.cache_bytes = cache, so.max_bytes = (uint32_t)maxb;

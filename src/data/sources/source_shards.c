@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@ typedef struct shard {
   char *cache_tar;   /* the whole shard in the cache folder */
   bool on_disk;      /* cache_tar holds it (WHOLE) */
   bool loading;      /* a reader is fetching it: others wait on `ready` */
+  bool queued;       /* in the prefetch queue */
   int refs;          /* readers of map now */
   uint64_t last_use;
 } shard;
@@ -82,6 +84,14 @@ typedef struct shards_impl {
   pthread_mutex_t lock;
   pthread_cond_t ready;
   uint64_t resident, clock;
+  /* Read-ahead (WHOLE): the shards that a shuffled epoch reads next are
+   * fetched by one thread of the dataset's, started at the first request;
+   * queue and its counts are under `lock`, `work` wakes the thread. */
+  pthread_t prefetcher;
+  bool prefetch_started;
+  atomic_bool stop; /* destroy: the thread ends, a transfer is cut short */
+  pthread_cond_t work;
+  int *queue, qhead, qlen;
   /* The shard orders of the epochs being read; order_lock guards them and
    * is held for a lookup (a slot is reused only under it). */
   pthread_mutex_t order_lock;
@@ -101,6 +111,7 @@ void pl_shards_options_init(pl_shards_options *o) {
   o->backoff_ms = 200;
   o->timeout_ms = 30000;
   o->shuffle_buffer = 1000;
+  o->prefetch = 2;
 }
 
 /* ---------------------------------------------------------------- fields */
@@ -377,11 +388,14 @@ static pl_status open_local(shards_impl *im, shard *sh, pl_error *err) {
 
 typedef struct fd_sink {
   int fd;
+  const atomic_bool *stop;
 } fd_sink;
 
 static int to_fd(void *user, const void *data, size_t n) {
   fd_sink *f = user;
   const uint8_t *p = data;
+  if (atomic_load_explicit(f->stop, memory_order_relaxed))
+    return 1; /* the dataset is being destroyed */
   while (n) {
     ssize_t w = write(f->fd, p, n);
     if (w < 0 && errno == EINTR)
@@ -403,7 +417,8 @@ static pl_status download(shards_impl *im, shard *sh, const pl_http_meta *x,
   if (!tmp)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   snprintf(tmp, n, "%s.part%lx", sh->cache_tar, (unsigned long)pthread_self());
-  fd_sink f = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)};
+  fd_sink f = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666),
+               &im->stop};
   pl_status s = PL_OK;
   if (f.fd < 0)
     s = pl_errorf(err, PL_IO, "shards: cache file %s: %s", tmp,
@@ -539,6 +554,60 @@ static void release(shards_impl *im, shard *sh) {
   sh->refs--;
   evict(im, NULL);
   pthread_mutex_unlock(&im->lock);
+}
+
+/* ---------------------------------------------------------------- read-
+ * ahead */
+
+/* Fetches queued shards until destroy; a failed fetch is dropped (the
+ * reader that needs the shard fetches it again and reports the error). */
+static void *prefetch_main(void *arg) {
+  shards_impl *im = arg;
+  pthread_mutex_lock(&im->lock);
+  while (!atomic_load(&im->stop)) {
+    if (!im->qlen) {
+      pthread_cond_wait(&im->work, &im->lock);
+      continue;
+    }
+    shard *sh = &im->s[im->queue[im->qhead]];
+    im->qhead = (im->qhead + 1) % im->n, im->qlen--;
+    sh->queued = false;
+    if (sh->on_disk || sh->loading)
+      continue;
+    sh->loading = true;
+    pthread_mutex_unlock(&im->lock);
+    pl_error e;
+    pl_status s = download(im, sh, &sh->meta, NULL, &e);
+    pthread_mutex_lock(&im->lock);
+    sh->loading = false;
+    if (s == PL_OK) {
+      sh->on_disk = true;
+      im->resident += sh->meta.length;
+      sh->last_use = ++im->clock;
+      evict(im, sh);
+    }
+    pthread_cond_broadcast(&im->ready);
+  }
+  pthread_mutex_unlock(&im->lock);
+  return NULL;
+}
+
+/* Queues shard t for the read-ahead thread (started here the first time).
+ * Under im->lock. */
+static void prefetch(shards_impl *im, int t) {
+  shard *sh = &im->s[t];
+  if (!sh->remote || sh->on_disk || sh->loading || sh->queued ||
+      im->qlen == im->n)
+    return;
+  if (!im->prefetch_started) {
+    if (pthread_create(&im->prefetcher, NULL, prefetch_main, im) != 0)
+      return; /* no read-ahead: readers fetch on demand */
+    im->prefetch_started = true;
+  }
+  im->queue[(im->qhead + im->qlen) % im->n] = t;
+  im->qlen++;
+  sh->queued = true;
+  pthread_cond_signal(&im->work);
 }
 
 /* ---------------------------------------------------------------- reads */
@@ -714,6 +783,15 @@ static void shards_destroy(void *p) {
   shards_impl *im = p;
   if (!im)
     return;
+  if (im->prefetch_started) {
+    pthread_mutex_lock(&im->lock);
+    atomic_store(&im->stop, true);
+    pthread_cond_broadcast(&im->work);
+    pthread_mutex_unlock(&im->lock);
+    pthread_join(im->prefetcher, NULL);
+  }
+  free(im->queue);
+  pthread_cond_destroy(&im->work);
   for (int i = 0; im->s && i < im->n; i++) {
     pl_file_map_close(&im->s[i].map);
     pl_tar_index_free(&im->s[i].ix);
@@ -790,6 +868,14 @@ static uint64_t shards_block_index(const pl_dataset *ds, const uint64_t key[2],
       hi = mid - 1;
   }
   uint64_t index = im->s[e->order[lo]].first + (c - e->prefix[lo]);
+  if (im->http && im->opt.readahead == PL_SHARDS_WHOLE && im->opt.prefetch) {
+    /* This position's shard and the next ones in the epoch's order: the
+     * loader asks for positions a few batches before it reads them. */
+    pthread_mutex_lock(&im->lock);
+    for (int k = lo; k < im->n && k <= lo + (int)im->opt.prefetch; k++)
+      prefetch(im, (int)e->order[k]);
+    pthread_mutex_unlock(&im->lock);
+  }
   pthread_mutex_unlock(&im->order_lock);
   return index;
 }
@@ -890,6 +976,8 @@ static pl_status open_impl(shards_impl *im, const char *const *paths,
     s = open_all(im, &list, err);
   if (s == PL_OK)
     s = alloc_orders(im, err);
+  if (s == PL_OK && !(im->queue = malloc((size_t)im->n * sizeof(int))))
+    s = pl_errorf(err, PL_NO_MEMORY, "out of memory");
   strv_free(&list);
   return s;
 }
@@ -918,6 +1006,8 @@ pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
   pthread_mutex_init(&im->lock, NULL);
   pthread_cond_init(&im->ready, NULL);
   pthread_mutex_init(&im->order_lock, NULL);
+  pthread_cond_init(&im->work, NULL);
+  atomic_init(&im->stop, false);
   pl_scratch_pool_init(&im->scratch);
   pl_status s = im->fields_text && im->cache_dir
                     ? open_impl(im, paths, npaths, err)
