@@ -42,7 +42,8 @@ pid {tmp}/nginx.pid;
 error_log {tmp}/error.log;
 events {{ worker_connections 256; }}
 http {{
-  access_log {tmp}/access.log;
+  log_format ranges '"$request" $status $body_bytes_sent "$http_range"';
+  access_log {tmp}/access.log ranges;
   client_body_temp_path {tmp}/body;
   proxy_temp_path {tmp}/proxy;
   fastcgi_temp_path {tmp}/fastcgi;
@@ -81,6 +82,18 @@ class Nginx:
             raise RuntimeError("nginx did not start: %s" % open(tmp + "/error.log").read())
         self.url = "http://127.0.0.1:%d" % self.port
         self.access_log = os.path.join(tmp, "access.log")
+
+    def log(self, since=0, at_least=0):
+        """Access log lines from line `since` on ('"REQUEST" STATUS BYTES
+        "RANGE"'). nginx writes a line after the response is sent, so a
+        client can be done before its line is there: waits for at_least."""
+        deadline = time.monotonic() + 30
+        while True:
+            with open(self.access_log) as f:
+                lines = f.read().splitlines()[since:]
+            if len(lines) >= at_least or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.01)
 
     def close(self):
         self.proc.terminate()
