@@ -7,6 +7,11 @@ to uint8 [3, size, size], labels from .cls, the same workers and batch.
     python3 bench/shards_vs_webdataset.py [--device cpu|cuda] [--workers N]
         [--batch B] [--size S] [--batches K] [--images N] [--per-shard M]
         [--root DIR] [--quick] [--out DIR] [--name NAME] [--no-http]
+        [--repeats R]
+
+--repeats R measures every loader R times, round after round, and keeps
+each one's best (a shared machine's other load only ever slows a run down);
+the load average before and after is recorded.
 
 Shards are written once (Python's tarfile) from the ImageNet-like folder of
 bench/images_vs_torch.py (the same generated JPEGs), under /tmp unless
@@ -127,6 +132,7 @@ def main():
     ap.add_argument("--root")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out")
     ap.add_argument("--name")
     a = ap.parse_args()
@@ -178,13 +184,17 @@ def main():
             else:
                 notes.append("webdataset over HTTP skipped: no curl command")
     res, rows = [], []
+    load0 = os.getloadavg()
+    best = {}
     try:
-        for name, make, copy in runs:
-            loader = make()
-            rate = ivt.measure(loader, a.batches, a.device, copy, a.batch, a.size, classes)
-            del loader
-            res.append({"loader": name, "images_per_s": rate})
-            print("%-60s %10.0f images/s" % (name, rate), flush=True)
+        for _ in range(a.repeats):
+            for name, make, copy in runs:
+                loader = make()
+                rate = ivt.measure(loader, a.batches, a.device, copy, a.batch, a.size, classes)
+                del loader
+                best[name] = max(best.get(name, 0), rate)
+                print("%-60s %10.0f images/s" % (name, rate), flush=True)
+        res = [{"loader": name, "images_per_s": best[name]} for name, _, _ in runs]
     finally:
         if server:
             server.close()
@@ -199,8 +209,11 @@ def main():
         rows.append([r["loader"], r["images_per_s"], "%.2fx" % r["vs_webdataset_local"],
                      "%.2fx" % r["vs_pinloader_local"]])
     notes.append("%d images in %d shards of %d, %d workers, batch %d, size %d, %d batches measured "
-                 "after the first; device %s." % (len(files), len(paths), a.per_shard, a.workers,
-                                                  a.batch, a.size, a.batches, a.device))
+                 "after the first; device %s; best of %d rounds. Load average (1, 5, 15 min) "
+                 "%.1f %.1f %.1f before, %.1f %.1f %.1f after." % (
+                     len(files), len(paths), a.per_shard, a.workers, a.batch, a.size, a.batches,
+                     a.device, a.repeats, *load0, *os.getloadavg()))
+    info["loadavg_before"], info["loadavg_after"] = load0, os.getloadavg()
     benchinfo.write(a.out, a.name or "shards-%s" % a.device, info, res,
                     ["loader", "images/s", "vs webdataset local", "vs pinloader local"], rows, notes)
 

@@ -244,6 +244,27 @@ def test_shard_order_epochs_ranks_and_resume(tmp_path):
     assert got == e0
 
 
+def test_shard_order_resumes_on_another_world_size(tmp_path):
+    """Two ranks read 2 batches each, rank 0's state resumes on one rank:
+    every sample of the epoch exactly once."""
+    paths = write_many(str(tmp_path))
+    ds = Shards(paths, fields={"t": "txt"}, shuffle_buffer=6)
+    kw = dict(batch_size=4, shuffle=True, seed=4, output="numpy")
+    seen, state = [], None
+    for r in range(2):
+        dl = pinloader.DataLoader(ds, rank=r, world_size=2, num_workers=2, **kw)
+        it = iter(dl)
+        for _ in range(2):
+            t, n = next(it)
+            seen += [int(bytes(t[k][:n[k]]).split()[-1]) for k in range(len(n))]
+        state = state or dl.state_dict()
+        dl.close()
+    one = pinloader.DataLoader(ds, num_workers=1, **kw)
+    one.load_state_dict(state)
+    seen += [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in one for k in range(len(n))]
+    assert sorted(seen) == list(range(40))
+
+
 def test_webdataset_order_and_contents(tmp_path):
     """torch's DataLoader over webdataset.WebDataset reads the same samples
     in the same order as index order here."""

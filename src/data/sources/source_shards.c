@@ -649,7 +649,7 @@ static bool ext_matches(const char *exts, const char *ext) {
   size_t len = strlen(ext);
   for (const char *p = exts; *p;) {
     size_t n = strcspn(p, ";");
-    if (n == len && !strncmp(p, ext, n))
+    if (n == len && !strncasecmp(p, ext, n)) /* webdataset lowercases */
       return true;
     p += n + (p[n] == ';');
   }
@@ -660,9 +660,12 @@ static pl_status missing(const shard *sh, uint64_t j, const field_spec *f,
                          pl_error *err) {
   char have[256] = "";
   size_t used = 0;
-  for (uint64_t m = sh->ix.first[j]; m < sh->ix.first[j + 1]; m++)
-    used += (size_t)snprintf(have + used, used < sizeof have ? sizeof have - used : 0,
-                             "%s%s", used ? ", " : "", pl_tar_ext(&sh->ix, m));
+  for (uint64_t m = sh->ix.first[j];
+       m < sh->ix.first[j + 1] && used + 1 < sizeof have; m++) {
+    int w = snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "",
+                     pl_tar_ext(&sh->ix, m));
+    used = PL_MIN(used + (size_t)PL_MAX(w, 0), sizeof have - 1);
+  }
   pl_errorf(err, PL_FORMAT,
             "%s: sample '%s' has no member for field '%s' (want extension "
             "%s; it has %s)",
