@@ -158,12 +158,15 @@ def main():
     server = tmp = None
     notes = []
     if not a.no_http:
-        from shard_servers import NGINX, Nginx
-        if NGINX is None:
-            notes.append("HTTP runs skipped: no nginx")
+        from shard_servers import NGINX, FaultServer, Nginx
+        tmp = tempfile.mkdtemp(prefix="pinloader-bench-http-")
+        if NGINX is None:  # the GPU box: no Debian packages
+            server, srv_name = FaultServer(os.path.dirname(paths[0])), "Python http.server"
+            notes.append("no nginx here: HTTP served by Python's ThreadingHTTPServer "
+                         "(python/tests/shard_servers.py), itself a bottleneck")
         else:
-            tmp = tempfile.mkdtemp(prefix="pinloader-bench-http-")
-            server = Nginx(os.path.dirname(paths[0]), os.path.join(tmp, "nginx"))
+            server, srv_name = Nginx(os.path.dirname(paths[0]), os.path.join(tmp, "nginx")), "nginx"
+        if True:
             urls = [server.url + "/" + os.path.basename(p) for p in paths]
             cache = os.path.join(tmp, "cache")
 
@@ -176,10 +179,12 @@ def main():
                         os.unlink(os.path.join(cache, f))
                 return pinloader_shards(urls, a.size, a.batch, a.workers, a.device,
                                         cache_dir=cache, readahead=readahead)
-            runs += [("pinloader Shards, nginx loopback, readahead=whole", lambda: remote("whole"), False),
-                     ("pinloader Shards, nginx loopback, readahead=ranges", lambda: remote("ranges"), False)]
+            runs += [("pinloader Shards, %s loopback, readahead=whole" % srv_name,
+                      lambda: remote("whole"), False),
+                     ("pinloader Shards, %s loopback, readahead=ranges" % srv_name,
+                      lambda: remote("ranges"), False)]
             if shutil.which("curl"):
-                runs.append(("webdataset + torch DataLoader, nginx loopback (curl)",
+                runs.append(("webdataset + torch DataLoader, %s loopback (curl)" % srv_name,
                              lambda: webdataset_loader(urls, a.size, a.batch, a.workers, gpu), True))
             else:
                 notes.append("webdataset over HTTP skipped: no curl command")

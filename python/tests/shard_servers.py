@@ -127,19 +127,21 @@ class FaultServer:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                with open(os.path.join(server.root, self.path.lstrip("/")), "rb") as f:
-                    data = f.read()
-                start, end = 0, len(data) - 1
+                path = os.path.join(server.root, self.path.lstrip("/"))
+                total = os.path.getsize(path)
+                start, end = 0, total - 1
                 rng = self.headers.get("Range")
                 if rng:
                     a, b = rng.split("=")[1].split("-")
                     start = int(a)
-                    end = min(int(b), len(data) - 1) if b else len(data) - 1
-                body = data[start:end + 1]
+                    end = min(int(b), total - 1) if b else total - 1
+                with open(path, "rb") as f:  # only the range: shards are big
+                    f.seek(start)
+                    body = f.read(end + 1 - start)
                 self.send_response(206 if rng else 200)
                 self.send_header("ETag", '"v2"' if action == "etag" else '"v1"')
                 if rng:
-                    self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, len(data)))
+                    self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, total))
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if action == "drop":
