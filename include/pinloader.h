@@ -394,6 +394,16 @@ typedef enum pl_shards_readahead {
                           index is kept */
 } pl_shards_readahead;
 
+/* A fetcher of one's own (s3torchconnector, fsspec, obstore behind a
+ * binding): writes bytes [off, off + len) of `url` (len 0: from off to the
+ * end) to sink, in order, and returns 0; else nonzero with a message in
+ * msg (msg_cap bytes). A nonzero return of sink means stop (return
+ * nonzero then). Called from any thread, several at once. */
+typedef int (*pl_shards_sink)(void *sink_user, const void *data, size_t n);
+typedef int (*pl_shards_fetch_fn)(void *user, const char *url, uint64_t off,
+                                  uint64_t len, pl_shards_sink sink,
+                                  void *sink_user, char *msg, size_t msg_cap);
+
 typedef struct pl_shards_options {
   size_t struct_size;       /* set by _init */
   pl_image_options image;   /* for image fields; _init sets its defaults */
@@ -420,12 +430,29 @@ typedef struct pl_shards_options {
                                in the epoch's order ahead of the reads, on a
                                thread of the dataset's; 0: on demand only.
                                Default 2 */
+  /* NULL, or the fetcher of every path holding "://" (http URLs included:
+   * libcurl is then not used). With a fetcher nothing tells a changed
+   * object from the same one, so cached indexes and shards of an earlier
+   * open are not used (each open fetches and indexes its shards again) and
+   * no read is checked for change. fetch_free (may be NULL) is called with
+   * fetch_user when the dataset is destroyed, also when the open fails. */
+  pl_shards_fetch_fn fetch;
+  void *fetch_user;
+  void (*fetch_free)(void *fetch_user);
 } pl_shards_options;
 
 PL_API void pl_shards_options_init(pl_shards_options *o);
 PL_API pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
                                         const pl_shards_options *opt,
                                         pl_dataset **out, pl_error *err);
+/* As pl_dataset_open("shards", ...) with "key=value&..." options, and a
+ * fetcher (NULL: none). */
+PL_API pl_status pl_dataset_open_shards_fetch(const char *const *paths,
+                                              int npaths, const char *options,
+                                              pl_shards_fetch_fn fetch,
+                                              void *fetch_user,
+                                              void (*fetch_free)(void *),
+                                              pl_dataset **out, pl_error *err);
 
 /* Samples a source replaced (images with PL_IMAGE_ERROR_SKIP); 0 for
  * sources that never replace. */

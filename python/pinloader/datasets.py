@@ -325,14 +325,19 @@ class Shards(Dataset):
     Order: a DataLoader with shuffle=True and seed= reads an epoch shard by
     shard (the shards in an order of (seed, epoch), each in tar order), its
     positions shuffled within windows of ``shuffle_buffer`` samples;
-    shuffle_buffer=0 permutes all samples as for other datasets. See
-    docs/sources.md."""
+    shuffle_buffer=0 permutes all samples as for other datasets.
+
+    ``fetcher``: a callable ``fetcher(url, offset, length) -> bytes`` (length
+    None: to the end) that reads every path holding "://" instead of libcurl
+    (s3torchconnector, fsspec, obstore...); called from the loader's worker
+    threads with the GIL. Without ETags, each open fetches and indexes its
+    shards again. See docs/sources.md."""
 
     def __init__(self, urls, fields=None, size=224, train=True, scale=(0.08, 1.0),
                  ratio=(3.0 / 4.0, 4.0 / 3.0), flip_p=0.5, resize=None, dct_scaling=True,
                  cache_dir=None, cache_bytes=None, max_bytes=None, readahead="whole",
                  retries=None, backoff_ms=None, timeout_ms=None, shuffle_buffer=1000,
-                 prefetch=None):
+                 prefetch=None, fetcher=None):
         if readahead not in ("whole", "ranges"):
             raise ValueError("readahead must be 'whole' or 'ranges', not %r" % (readahead,))
         if fields is None:
@@ -347,7 +352,9 @@ class Shards(Dataset):
                         cache_bytes=cache_bytes, max_bytes=max_bytes, readahead=readahead,
                         retries=retries, backoff_ms=backoff_ms, timeout_ms=timeout_ms,
                         shuffle_buffer=shuffle_buffer, prefetch=prefetch)
-        super().__init__(_C.open("shards", self.urls, opts))
+        if fetcher is not None and not callable(fetcher):
+            raise TypeError("fetcher must be callable(url, offset, length) -> bytes")
+        super().__init__(_C.open_shards(self.urls, opts, fetcher))
 # ---- end of shards
 
 

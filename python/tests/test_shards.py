@@ -471,9 +471,86 @@ def test_ranges_refuse_a_changed_etag(tmp_path):
         server.close()
 
 
+def test_ranges_empty_member(tmp_path):
+    (tmp_path / "www").mkdir()
+    path = str(tmp_path / "www" / "e.tar")
+    with tarfile.open(path, "w") as t:
+        for name, data in (("0.cls", b"5"), ("0.txt", b""), ("1.cls", b"6"), ("1.txt", b"x")):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    server = FaultServer(str(tmp_path / "www"))
+    try:
+        ds = Shards(server.url + "/e.tar", fields={"label": "cls", "t": "txt"},
+                    cache_dir=tmp_path / "c", readahead="ranges")
+        label, text, n = ds[0]
+        assert int(label) == 5 and int(n) == 0 and not text.any()
+        label, text, n = ds[1]
+        assert int(label) == 6 and bytes(text[:n]) == b"x"
+        # probe, index; then one request a non-empty member
+        assert [r[1] for r in server.requests[2:]] == [
+            "bytes=%d-%d" % (o, o) for o in (512, 2048, 3072)]
+    finally:
+        server.close()
+
+
 def test_no_server_is_a_clear_error(tmp_path):
     from shard_servers import free_port
 
     url = "http://127.0.0.1:%d/x.tar" % free_port()
     with pytest.raises(pinloader.Error, match=r"%s: .*after 2 attempts" % url):
         Shards(url, cache_dir=tmp_path / "c", retries=1, backoff_ms=1)
+
+
+# ------------------------------------------------------------------ fetcher
+
+class _FileFetcher:
+    """fetcher(url, offset, length) over local files behind "mem://"."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, url, offset, length):
+        self.calls.append((url, offset, length))
+        with open(url[len("mem://"):], "rb") as f:
+            f.seek(offset)
+            return f.read() if length is None else f.read(length)
+
+
+@pytest.mark.parametrize("readahead", ["whole", "ranges"])
+def test_fetcher_gives_local_samples(tmp_path, readahead):
+    paths, _ = write_shards(str(tmp_path))
+    fetch = _FileFetcher()
+    ds = Shards(["mem://" + p for p in paths], fields=FIELDS, size=16, fetcher=fetch,
+                cache_dir=tmp_path / "c", readahead=readahead)
+    assert fetch.calls == [("mem://" + p, 0, None) for p in paths]  # indexed at open
+    local = Shards(paths, fields=FIELDS, size=16)
+    kw = dict(batch_size=4, shuffle=True, seed=3, num_workers=2, output="numpy")
+    for x, y in zip(pinloader.DataLoader(ds, **kw), pinloader.DataLoader(local, **kw)):
+        for u, v in zip(x, y):
+            assert np.array_equal(u, v)
+    if readahead == "ranges":  # one call a member read (the loader may read ahead
+        # into the next epoch too): at least 3 fields of 18 samples, all ranges
+        assert len(fetch.calls) >= 3 + 3 * len(local)
+        assert all(n is not None for _, _, n in fetch.calls[3:])
+
+
+def test_fetcher_errors(tmp_path):
+    paths, _ = write_shards(str(tmp_path))
+
+    def boom(url, offset, length):
+        raise OSError("no such bucket")
+    with pytest.raises(pinloader.Error, match=r"mem://x\.tar: the fetcher failed: OSError: no such bucket"):
+        Shards("mem://x.tar", fetcher=boom, cache_dir=tmp_path / "c")
+    with pytest.raises(pinloader.Error, match="the fetcher failed: returned int, not bytes"):
+        Shards("mem://x.tar", fetcher=lambda u, o, n: 3, cache_dir=tmp_path / "c")
+    with pytest.raises(TypeError):
+        Shards("mem://x.tar", fetcher=3)
+    class Short(_FileFetcher):  # a range one byte short
+        def __call__(self, url, offset, length):
+            data = super().__call__(url, offset, length)
+            return data if length is None else data[:-1]
+    ds = Shards("mem://" + paths[0], fields={"t": "txt"}, fetcher=Short(),
+                cache_dir=tmp_path / "c", readahead="ranges")
+    with pytest.raises(pinloader.Error, match=r"000000\.txt: 18 of its 19 bytes came"):
+        ds[0]

@@ -122,11 +122,9 @@ static pl_status images_from_options(const pl_options *o,
   "cache_bytes max_bytes readahead retries backoff_ms timeout_ms "         \
   "shuffle_buffer prefetch"
 
-static pl_status open_shards(const char *const *paths, int n,
-                             const pl_options *o, pl_dataset **out,
-                             pl_error *err) {
-  pl_shards_options so;
-  pl_shards_options_init(&so);
+static pl_status shards_from_options(const pl_options *o,
+                                     pl_shards_options *out, pl_error *err) {
+  pl_shards_options so = *out;
   uint64_t cache = so.cache_bytes, maxb = so.max_bytes, retries = 4;
   uint64_t backoff = so.backoff_ms, timeout = so.timeout_ms;
   uint64_t prefetch = so.prefetch;
@@ -148,7 +146,48 @@ static pl_status open_shards(const char *const *paths, int n,
   so.retries = (int)retries, so.backoff_ms = (uint32_t)backoff;
   so.timeout_ms = (uint32_t)timeout;
   so.readahead = (pl_shards_readahead)ra;
-  return pl_dataset_open_shards(paths, n, &so, out, err);
+  *out = so;
+  return PL_OK;
+}
+
+/* pl_dataset_open_shards owns so's fetcher: freed here on a bad option. */
+static pl_status open_shards_with(const char *const *paths, int n,
+                                  const pl_options *o, pl_shards_options so,
+                                  pl_dataset **out, pl_error *err) {
+  pl_status s = shards_from_options(o, &so, err);
+  if (s == PL_OK)
+    return pl_dataset_open_shards(paths, n, &so, out, err);
+  if (so.fetch_free)
+    so.fetch_free(so.fetch_user);
+  return s;
+}
+
+static pl_status open_shards(const char *const *paths, int n,
+                             const pl_options *o, pl_dataset **out,
+                             pl_error *err) {
+  pl_shards_options so;
+  pl_shards_options_init(&so);
+  return open_shards_with(paths, n, o, so, out, err);
+}
+
+pl_status pl_dataset_open_shards_fetch(const char *const *paths, int npaths,
+                                       const char *options,
+                                       pl_shards_fetch_fn fetch,
+                                       void *fetch_user,
+                                       void (*fetch_free)(void *),
+                                       pl_dataset **out, pl_error *err) {
+  pl_shards_options so;
+  pl_shards_options_init(&so);
+  so.fetch = fetch, so.fetch_user = fetch_user, so.fetch_free = fetch_free;
+  pl_options o;
+  pl_status s = pl_options_parse("shards", options, SHARDS_KEYS, &o, err);
+  if (s == PL_OK) {
+    s = open_shards_with(paths, npaths, &o, so, out, err);
+    pl_options_free(&o);
+  } else if (fetch_free) {
+    fetch_free(fetch_user); /* the open owns it, also when it fails */
+  }
+  return s;
 }
 /* ---- end of shards */
 

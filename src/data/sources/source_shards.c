@@ -409,6 +409,24 @@ static int to_fd(void *user, const void *data, size_t n) {
 
 static int discard(void *user, const void *data, size_t n) { return 0; }
 
+/* A range of a remote shard, through the user's fetcher or HTTP. */
+static pl_status remote_get(shards_impl *im, const shard *sh, uint64_t off,
+                            uint64_t len, const pl_http_meta *expect,
+                            pl_http_sink sink, void *user, pl_http_meta *got,
+                            pl_error *err) {
+  if (!im->opt.fetch)
+    return pl_http_get(im->http, sh->path, off, len, expect, sink, user, got,
+                       err);
+  char msg[512] = "";
+  if (im->opt.fetch(im->opt.fetch_user, sh->path, off, len, sink, user, msg,
+                    sizeof msg) == 0)
+    return PL_OK;
+  pl_errorf(err, PL_IO, "%s: the fetcher failed: %s", sh->path,
+            msg[0] ? msg : "(no message)");
+  pl_error_set_path(err, sh->path);
+  return PL_IO;
+}
+
 /* The whole of sh->path into sh->cache_tar, through a temporary name. */
 static pl_status download(shards_impl *im, shard *sh, const pl_http_meta *x,
                           pl_http_meta *got, pl_error *err) {
@@ -424,7 +442,7 @@ static pl_status download(shards_impl *im, shard *sh, const pl_http_meta *x,
     s = pl_errorf(err, PL_IO, "shards: cache file %s: %s", tmp,
                   strerror(errno));
   if (s == PL_OK)
-    s = pl_http_get(im->http, sh->path, 0, 0, x, to_fd, &f, got, err);
+    s = remote_get(im, sh, 0, 0, x, to_fd, &f, got, err);
   if (f.fd >= 0 && close(f.fd) != 0 && s == PL_OK)
     s = pl_errorf(err, PL_IO, "shards: cache file %s: %s", tmp,
                   strerror(errno));
@@ -466,7 +484,33 @@ static pl_status index_by_fetch(shards_impl *im, shard *sh, const char *idx,
   return s;
 }
 
+/* With a fetcher: fetched and indexed at every open (nothing to check a
+ * cache against). */
+static pl_status open_fetched(shards_impl *im, shard *sh, pl_error *err) {
+  PL_TRY(mkdirs(im->cache_dir, err));
+  sh->cache_tar = cache_name(im, sh->path, ".tar");
+  pl_status s = sh->cache_tar ? download(im, sh, NULL, NULL, err)
+                              : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  pl_file_map m;
+  if (s == PL_OK && (s = pl_file_map_open(sh->cache_tar, &m, err)) == PL_OK) {
+    s = pl_tar_index_build(m.data, m.size, sh->path, &sh->ix, err);
+    sh->meta.length = m.size; /* what the cache counts */
+    pl_file_map_close(&m);
+  }
+  bool keep = s == PL_OK && im->opt.readahead == PL_SHARDS_WHOLE &&
+              im->resident + sh->meta.length <= im->opt.cache_bytes;
+  if (keep) {
+    sh->on_disk = true;
+    im->resident += sh->meta.length;
+  } else if (sh->cache_tar) {
+    unlink(sh->cache_tar);
+  }
+  return s;
+}
+
 static pl_status open_remote(shards_impl *im, shard *sh, pl_error *err) {
+  if (im->opt.fetch)
+    return open_fetched(im, sh, err);
   if (!im->http) {
     pl_http_opts ho = {im->opt.retries, im->opt.backoff_ms,
                        im->opt.timeout_ms};
@@ -631,16 +675,21 @@ static pl_status member_bytes(shards_impl *im, shard *sh, uint64_t m,
                               pl_scratch *sc, const uint8_t **out,
                               pl_error *err) {
   const pl_tar_member *t = &sh->ix.members[m];
-  if (sh->map.data) {
-    *out = sh->map.data + t->offset;
+  static const uint8_t none[1];
+  if (sh->map.data || !t->size) { /* a range of 0 bytes would be "to the end" */
+    *out = sh->map.data ? sh->map.data + t->offset : none;
     return PL_OK;
   }
   buf_sink b = {pl_scratch_get(sc, SLOT_MEMBER, t->size ? t->size : 1), 0,
                 t->size};
   if (!b.p)
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
-  PL_TRY(pl_http_get(im->http, sh->path, t->offset, t->size, &sh->meta,
-                     to_buf, &b, NULL, err));
+  PL_TRY(remote_get(im, sh, t->offset, t->size, &sh->meta, to_buf, &b, NULL,
+                    err));
+  if (b.n != t->size) /* a fetcher of one's own that fell short */
+    return pl_errorf(err, PL_IO, "%s: %s.%s: %llu of its %llu bytes came",
+                     sh->path, pl_tar_key(&sh->ix, m), pl_tar_ext(&sh->ix, m),
+                     (unsigned long long)b.n, (unsigned long long)t->size);
   *out = b.p;
   return PL_OK;
 }
@@ -808,6 +857,8 @@ static void shards_destroy(void *p) {
   }
   pthread_mutex_destroy(&im->order_lock);
   pl_http_close(im->http);
+  if (im->opt.fetch_free)
+    im->opt.fetch_free(im->opt.fetch_user);
   free(im->fields_text);
   free(im->cache_dir);
   pthread_mutex_destroy(&im->lock);
@@ -871,7 +922,8 @@ static uint64_t shards_block_index(const pl_dataset *ds, const uint64_t key[2],
       hi = mid - 1;
   }
   uint64_t index = im->s[e->order[lo]].first + (c - e->prefix[lo]);
-  if (im->http && im->opt.readahead == PL_SHARDS_WHOLE && im->opt.prefetch) {
+  if ((im->http || im->opt.fetch) && im->opt.readahead == PL_SHARDS_WHOLE &&
+      im->opt.prefetch) {
     /* This position's shard and the next ones in the epoch's order: the
      * loader asks for positions a few batches before it reads them. */
     pthread_mutex_lock(&im->lock);
@@ -945,7 +997,8 @@ static pl_status open_all(shards_impl *im, const strv *paths, pl_error *err) {
     sh->path = strdup(paths->v[i]);
     if (!sh->path)
       return pl_errorf(err, PL_NO_MEMORY, "out of memory");
-    sh->remote = pl_http_is_url(sh->path);
+    sh->remote = im->opt.fetch ? strstr(sh->path, "://") != NULL
+                               : pl_http_is_url(sh->path);
     PL_TRY(sh->remote ? open_remote(im, sh, err) : open_local(im, sh, err));
     sh->first = total;
     total += sh->ix.nsamples;
@@ -985,19 +1038,28 @@ static pl_status open_impl(shards_impl *im, const char *const *paths,
   return s;
 }
 
-pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
-                                 const pl_shards_options *opt,
-                                 pl_dataset **out, pl_error *err) {
+static pl_status check_args(const char *const *paths, int npaths,
+                            const pl_shards_options *opt, pl_dataset **out,
+                            pl_error *err) {
   if (!out)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!paths || npaths <= 0 || !opt)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "shards: paths and options are required");
-  PL_TRY(check_opts(opt, err));
-  shards_impl *im = calloc(1, sizeof *im);
-  if (!im)
-    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  return check_opts(opt, err);
+}
+
+pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
+                                 const pl_shards_options *opt,
+                                 pl_dataset **out, pl_error *err) {
+  pl_status s0 = check_args(paths, npaths, opt, out, err);
+  shards_impl *im = s0 == PL_OK ? calloc(1, sizeof *im) : NULL;
+  if (!im) { /* the fetcher is ours, also when the open fails */
+    if (opt && opt->fetch_free)
+      opt->fetch_free(opt->fetch_user);
+    return s0 != PL_OK ? s0 : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  }
   im->opt = *opt;
   if (!im->opt.image.resize)
     im->opt.image.resize = (uint32_t)(opt->image.size / 0.875);
