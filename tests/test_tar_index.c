@@ -177,9 +177,74 @@ static void test_source(void) {
                &err);
 }
 
+/* A fetcher of one's own: "mem://PATH" read from the file; counts its
+ * calls and its frees. */
+typedef struct fetch_state {
+  int calls, frees;
+  bool fail;
+} fetch_state;
+
+static int file_fetch(void *user, const char *url, uint64_t off, uint64_t len,
+                      pl_shards_sink sink, void *sink_user, char *msg,
+                      size_t cap) {
+  fetch_state *f = user;
+  f->calls++;
+  if (f->fail) {
+    snprintf(msg, cap, "bucket gone");
+    return 1;
+  }
+  FILE *fp = fopen(url + strlen("mem://"), "rb");
+  if (!fp)
+    return 1;
+  static uint8_t buf[1 << 16];
+  fseek(fp, (long)off, SEEK_SET);
+  size_t n = fread(buf, 1, len ? (size_t)len : sizeof buf, fp);
+  fclose(fp);
+  return sink(sink_user, buf, n);
+}
+
+static void count_free(void *user) { ((fetch_state *)user)->frees++; }
+
+static void test_fetcher(void) {
+  tarbuf t;
+  build(&t);
+  const char *path = pl_test_path("f.tar");
+  CHECK(pl_test_write_file(path, t.b, t.n) == 0);
+  char url[4200], opts[4200];
+  snprintf(url, sizeof url, "mem://%s", path);
+  snprintf(opts, sizeof opts, "fields=label:cls&readahead=ranges&cache=%s",
+           pl_test_path("fcache"));
+  const char *urls[1] = {url};
+  fetch_state f = {0};
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_open_shards_fetch(urls, 1, opts, file_fetch, &f,
+                                        count_free, &ds, &err), &err);
+  CHECK(f.calls == 1); /* the whole shard, for its index */
+  int64_t label = 0;
+  void *dst[1] = {&label};
+  CHECK_OK(pl_dataset_read(ds, 2, dst, &err), &err);
+  CHECK(label == 42 && f.calls == 2); /* one range */
+  pl_dataset_destroy(ds);
+  CHECK(f.frees == 1);
+  /* Failures: the fetcher's message; the fetcher freed also then. */
+  f = (fetch_state){.fail = true};
+  CHECK_STATUS(pl_dataset_open_shards_fetch(urls, 1, opts, file_fetch, &f,
+                                            count_free, &ds, &err),
+               PL_IO, &err);
+  CHECK_MSG(&err, "/f.tar: the fetcher failed: bucket gone");
+  CHECK(f.frees == 1);
+  f = (fetch_state){0};
+  CHECK_STATUS(pl_dataset_open_shards_fetch(urls, 1, "colour=1", file_fetch,
+                                            &f, count_free, &ds, &err),
+               PL_INVALID_ARGUMENT, &err);
+  CHECK(f.frees == 1 && f.calls == 0);
+}
+
 int main(void) {
   test_members();
   test_refusals();
   test_source();
+  test_fetcher();
   return pl_test_finish("test_tar_index");
 }
