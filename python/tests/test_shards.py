@@ -554,3 +554,50 @@ def test_fetcher_errors(tmp_path):
                 cache_dir=tmp_path / "c", readahead="ranges")
     with pytest.raises(pinloader.Error, match=r"000000\.txt: 18 of its 19 bytes came"):
         ds[0]
+
+
+# ------------------------------------------------------------------ npy
+
+def _npy(a):
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+
+
+def _npy_shard(path, arrays):
+    with tarfile.open(path, "w") as t:
+        for i, (x, m) in enumerate(arrays):
+            for ext, data in (("x.npy", _npy(x)), ("mask.npy", _npy(m)), ("cls", b"%d" % i)):
+                ti = tarfile.TarInfo("%04d.%s" % (i, ext))
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("fetched", [False, True])
+def test_npy_members(tmp_path, fetched):
+    rng = np.random.default_rng(0)
+    arrays = [(rng.normal(size=(2, 3)).astype(">f4" if i % 2 else "<f4"), rng.random(4) > 0.5)
+              for i in range(5)]
+    path = str(tmp_path / "a.tar")
+    _npy_shard(path, arrays)
+    kw = dict(fields={"x": "x.npy", "mask": "mask.npy", "label": "cls"})
+    if fetched:
+        kw.update(fetcher=_FileFetcher(), readahead="ranges", cache_dir=tmp_path / "c")
+    ds = Shards(("mem://" if fetched else "") + path, **kw)
+    assert [tuple(f) for f in ds.fields] == [("x", "float32", (2, 3)), ("mask", "uint8", (4,)),
+                                            ("label", "int64", ())]
+    for i, (x, m) in enumerate(arrays):
+        gx, gm, gl = ds[i]
+        assert np.array_equal(gx, x.astype("=f4")) and np.array_equal(gm, m.astype(np.uint8))
+        assert int(gl) == i
+
+
+def test_npy_member_of_another_shape_is_refused(tmp_path):
+    path = str(tmp_path / "a.tar")
+    _npy_shard(path, [(np.zeros((2, 3), np.float32), np.zeros(4, bool)),
+                      (np.zeros((2, 4), np.float32), np.zeros(4, bool))])
+    ds = Shards(path, fields={"x": "x.npy"})
+    ds[0]
+    with pytest.raises(pinloader.Error, match=r"a\.tar: 0001\.x\.npy: float32 \(2, 4\), but field 'x' "
+                                              r"is float32 \(2, 3\) \(its first sample's\)"):
+        ds[1]

@@ -15,6 +15,7 @@
 #include "data/file_map.h"
 #include "data/http_fetch.h"
 #include "data/image_sample.h"
+#include "data/npy_member.h"
 #include "data/tar_index.h"
 
 #include <errno.h>
@@ -34,13 +35,14 @@
 #define ORDER_SLOTS 4 /* epochs whose shard order is kept at once */
 #define RNG_STREAM_SHARDS 0x7368726473ull /* "shrds" */
 
-typedef enum { F_IMAGE, F_INT, F_BYTES } field_kind;
+typedef enum { F_IMAGE, F_INT, F_BYTES, F_NPY } field_kind;
 
 typedef struct field_spec {
   char name[64];
   char len_name[72]; /* a bytes field's length field: NAME_len */
   char exts[128]; /* ';'-separated alternatives */
   field_kind kind;
+  pl_npy_view npy; /* F_NPY: the dtype and shape, from the first sample */
 } field_spec;
 
 typedef struct shard {
@@ -116,13 +118,18 @@ void pl_shards_options_init(pl_shards_options *o) {
 
 /* ---------------------------------------------------------------- fields */
 
+/* By the first alternative's last part: "seg.png" is an image. */
 static field_kind default_kind(const char *exts) {
-  char first[64];
+  char whole[128];
   size_t n = strcspn(exts, ";");
-  snprintf(first, sizeof first, "%.*s", (int)PL_MIN(n, 63), exts);
+  snprintf(whole, sizeof whole, "%.*s", (int)PL_MIN(n, 127), exts);
+  const char *dot = strrchr(whole, '.');
+  const char *first = dot ? dot + 1 : whole;
   if (!strcasecmp(first, "jpg") || !strcasecmp(first, "jpeg") ||
       !strcasecmp(first, "png"))
     return F_IMAGE;
+  if (!strcasecmp(first, "npy"))
+    return F_NPY;
   return !strcasecmp(first, "cls") ? F_INT : F_BYTES;
 }
 
@@ -155,10 +162,12 @@ static pl_status parse_field(shards_impl *im, char *item, pl_error *err) {
     f->kind = F_INT;
   else if (!strcmp(c2 + 1, "bytes"))
     f->kind = F_BYTES;
+  else if (!strcmp(c2 + 1, "npy"))
+    f->kind = F_NPY;
   else
     return pl_errorf(err, PL_INVALID_ARGUMENT,
-                     "shards: field '%s': kind '%s' (want image, int or "
-                     "bytes)", item, c2 + 1);
+                     "shards: field '%s': kind '%s' (want image, int, bytes "
+                     "or npy)", item, c2 + 1);
   return PL_OK;
 }
 
@@ -182,7 +191,11 @@ static int make_fields(const shards_impl *im, pl_field *out) {
     memset(o, 0, sizeof *o);
     snprintf(o->name, sizeof o->name, "%s", f->name);
     o->dtype = f->kind == F_INT ? PL_INT64 : PL_UINT8;
-    if (f->kind == F_IMAGE) {
+    if (f->kind == F_NPY) {
+      o->dtype = f->npy.dtype;
+      o->ndim = f->npy.ndim;
+      memcpy(o->shape, f->npy.shape, sizeof o->shape);
+    } else if (f->kind == F_IMAGE) {
       o->ndim = 3;
       o->shape[0] = 3, o->shape[1] = size, o->shape[2] = size;
     } else if (f->kind == F_BYTES) {
@@ -745,6 +758,37 @@ static pl_status to_int(const shard *sh, uint64_t m, const uint8_t *p,
   return PL_OK;
 }
 
+static void shape_text(const pl_npy_view *v, char *out, size_t cap) {
+  size_t used = (size_t)snprintf(out, cap, "%s (", pl_dtype_name(v->dtype));
+  for (int d = 0; d < v->ndim && used < cap; d++)
+    used += (size_t)snprintf(out + used, cap - used, "%s%lld", d ? ", " : "",
+                             (long long)v->shape[d]);
+  if (used < cap)
+    snprintf(out + used, cap - used, ")");
+}
+
+/* An array member: the dtype and shape of the field, or refused. */
+static pl_status to_npy(const shard *sh, uint64_t m, const field_spec *f,
+                        const uint8_t *p, uint64_t n, void *dst,
+                        pl_error *err) {
+  char label[512];
+  snprintf(label, sizeof label, "%s: %s.%s", sh->path, pl_tar_key(&sh->ix, m),
+           pl_tar_ext(&sh->ix, m));
+  pl_npy_view v;
+  PL_TRY(pl_npy_view_parse(label, p, n, &v, err));
+  if (v.dtype != f->npy.dtype || v.ndim != f->npy.ndim ||
+      memcmp(v.shape, f->npy.shape, sizeof v.shape)) {
+    char got[160], want[160];
+    shape_text(&v, got, sizeof got);
+    shape_text(&f->npy, want, sizeof want);
+    return pl_errorf(err, PL_FORMAT,
+                     "%s: %s, but field '%s' is %s (its first sample's)",
+                     label, got, f->name, want);
+  }
+  pl_npy_view_copy(&v, dst);
+  return PL_OK;
+}
+
 static pl_status one_field(shards_impl *im, shard *sh, uint64_t m,
                            const field_spec *f, uint64_t index,
                            const pl_sample_ctx *ctx, pl_scratch *sc,
@@ -754,6 +798,8 @@ static pl_status one_field(shards_impl *im, shard *sh, uint64_t m,
   PL_TRY(member_bytes(im, sh, m, sc, &p, err));
   if (f->kind == F_INT)
     return to_int(sh, m, p, n, dst[0], err);
+  if (f->kind == F_NPY)
+    return to_npy(sh, m, f, p, n, dst[0], err);
   if (f->kind == F_BYTES) {
     if (n > im->opt.max_bytes)
       return pl_errorf(err, PL_FORMAT, "%s: %s.%s: %llu bytes, over "
@@ -1006,6 +1052,40 @@ static pl_status open_all(shards_impl *im, const strv *paths, pl_error *err) {
   return PL_OK;
 }
 
+/* An array field's dtype and shape: its member in the first sample. */
+static pl_status probe_npy(shards_impl *im, field_spec *f, pl_error *err) {
+  int k = 0;
+  while (k < im->n && !im->s[k].ix.nsamples)
+    k++;
+  if (k == im->n)
+    return PL_OK; /* no samples: refused by the caller */
+  shard *sh = &im->s[k];
+  uint64_t m = sh->ix.first[0];
+  while (m < sh->ix.first[1] && !ext_matches(f->exts, pl_tar_ext(&sh->ix, m)))
+    m++;
+  if (m == sh->ix.first[1])
+    return missing(sh, 0, f, err);
+  const pl_tar_member *t = &sh->ix.members[m];
+  uint8_t *copy = NULL;
+  const uint8_t *p = sh->map.data ? sh->map.data + t->offset : NULL;
+  pl_status s = PL_OK;
+  if (!p) { /* remote: one range */
+    buf_sink b = {copy = malloc((size_t)PL_MAX(t->size, 1)), 0, t->size};
+    s = copy ? remote_get(im, sh, t->offset, t->size, &sh->meta, to_buf, &b,
+                          NULL, err)
+             : pl_errorf(err, PL_NO_MEMORY, "out of memory");
+    p = copy;
+  }
+  char label[512];
+  snprintf(label, sizeof label, "%s: %s.%s", sh->path, pl_tar_key(&sh->ix, m),
+           pl_tar_ext(&sh->ix, m));
+  if (s == PL_OK)
+    s = pl_npy_view_parse(label, p, t->size, &f->npy, err);
+  f->npy.data = NULL; /* only the dtype and shape are kept */
+  free(copy);
+  return s;
+}
+
 static bool needs_images(const shards_impl *im) {
   for (int i = 0; i < im->nf; i++)
     if (im->f[i].kind == F_IMAGE)
@@ -1032,6 +1112,9 @@ static pl_status open_impl(shards_impl *im, const char *const *paths,
     s = open_all(im, &list, err);
   if (s == PL_OK)
     s = alloc_orders(im, err);
+  for (int i = 0; s == PL_OK && i < im->nf; i++)
+    if (im->f[i].kind == F_NPY)
+      s = probe_npy(im, &im->f[i], err);
   if (s == PL_OK && !(im->queue = malloc((size_t)im->n * sizeof(int))))
     s = pl_errorf(err, PL_NO_MEMORY, "out of memory");
   strv_free(&list);
