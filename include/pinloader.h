@@ -382,8 +382,10 @@ PL_API pl_status pl_dataset_open_images(const char *root_or_list,
  * index is built on first open and cached (SHARD.plidx beside a local
  * shard when writable, else in cache_dir). Fields, from `fields`
  * "NAME:EXT[;EXT...][:KIND],...": KIND image (default for jpg, jpeg,
- * png: the images source's decode and transforms, `image` options), int
- * (default for cls: an ASCII integer to int64 []), bytes (default for
+ * png: the images source's decode and transforms, `image` options), npy
+ * (default for npy: the whole array, dtype and shape of the first
+ * sample's), int (default for cls: an ASCII integer to int64 []), bytes
+ * (default for
  * anything else: uint8 [max_bytes] zero-padded, plus NAME_len int64 []).
  * A sample without the member is PL_FORMAT naming the shard, the key and
  * the extension. */

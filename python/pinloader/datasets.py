@@ -311,7 +311,7 @@ class Shards(Dataset):
     ``fields`` maps field names to member extensions: jpg/jpeg/png are
     decoded and transformed as ImageFolder's images (``size``, ``train``,
     ``scale``, ``ratio``, ``flip_p``, ``resize``, ``dct_scaling``), cls to
-    int64, anything else delivered as uint8 [max_bytes] with NAME_len
+    int64, npy as whole arrays (the first sample's dtype and shape), anything else delivered as uint8 [max_bytes] with NAME_len
     (use ``bytes(b[:n])``). ``ds[i]`` is a tuple, one array per field.
 
     Remote shards: ``cache_dir`` (default ~/.cache/pinloader/shards) holds
