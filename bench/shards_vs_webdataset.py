@@ -194,12 +194,17 @@ def main():
     try:
         for _ in range(a.repeats):
             for name, make, copy in runs:
-                loader = make()
+                try:
+                    loader = make()
+                except Exception as e:  # no libcurl.so.4 on this machine, say
+                    notes.append("%s: not run: %s" % (name, e))
+                    print("%-60s not run: %s" % (name, e), flush=True)
+                    continue
                 rate = ivt.measure(loader, a.batches, a.device, copy, a.batch, a.size, classes)
                 del loader
                 best[name] = max(best.get(name, 0), rate)
                 print("%-60s %10.0f images/s" % (name, rate), flush=True)
-        res = [{"loader": name, "images_per_s": best[name]} for name, _, _ in runs]
+        res = [{"loader": name, "images_per_s": best[name]} for name, _, _ in runs if name in best]
     finally:
         if server:
             server.close()
@@ -211,8 +216,9 @@ def main():
     for r in res:
         r["vs_webdataset_local"] = r["images_per_s"] / wds_local if wds_local else None
         r["vs_pinloader_local"] = r["images_per_s"] / local if local else None
-        rows.append([r["loader"], r["images_per_s"], "%.2fx" % r["vs_webdataset_local"],
-                     "%.2fx" % r["vs_pinloader_local"]])
+        rows.append([r["loader"], r["images_per_s"],
+                     "%.2fx" % r["vs_webdataset_local"] if wds_local else "",
+                     "%.2fx" % r["vs_pinloader_local"] if local else ""])
     notes.append("%d images in %d shards of %d, %d workers, batch %d, size %d, %d batches measured "
                  "after the first; device %s; best of %d rounds. Load average (1, 5, 15 min) "
                  "%.1f %.1f %.1f before, %.1f %.1f %.1f after." % (
