@@ -374,6 +374,88 @@ PL_API pl_status pl_dataset_open_images(const char *root_or_list,
                                         const pl_image_options *opt,
                                         pl_dataset **out, pl_error *err);
 
+/* WebDataset tar shards (docs/sources.md, "Shards"): local paths
+ * (memory-mapped) or http(s):// URLs (range requests through libcurl,
+ * loaded at run time), and brace patterns "train-{000000..000099}.tar".
+ * Members sharing a key (the path up to the first '.' of the file name)
+ * form one sample, in tar order; shard after shard. Each shard's member
+ * index is built on first open and cached (SHARD.plidx beside a local
+ * shard when writable, else in cache_dir). Fields, from `fields`
+ * "NAME:EXT[;EXT...][:KIND],...": KIND image (default for jpg, jpeg,
+ * png: the images source's decode and transforms, `image` options), npy
+ * (default for npy: the whole array, dtype and shape of the first
+ * sample's), int (default for cls: an ASCII integer to int64 []), bytes
+ * (default for
+ * anything else: uint8 [max_bytes] zero-padded, plus NAME_len int64 []).
+ * A sample without the member is PL_FORMAT naming the shard, the key and
+ * the extension. */
+typedef enum pl_shards_readahead {
+  PL_SHARDS_WHOLE = 0, /* a remote shard is fetched whole into the cache
+                          on its first read, reads are then local */
+  PL_SHARDS_RANGES     /* each member is one range request; only the
+                          index is kept */
+} pl_shards_readahead;
+
+/* A fetcher of one's own (s3torchconnector, fsspec, obstore behind a
+ * binding): writes bytes [off, off + len) of `url` (len 0: from off to the
+ * end) to sink, in order, and returns 0; else nonzero with a message in
+ * msg (msg_cap bytes). A nonzero return of sink means stop (return
+ * nonzero then). Called from any thread, several at once. */
+typedef int (*pl_shards_sink)(void *sink_user, const void *data, size_t n);
+typedef int (*pl_shards_fetch_fn)(void *user, const char *url, uint64_t off,
+                                  uint64_t len, pl_shards_sink sink,
+                                  void *sink_user, char *msg, size_t msg_cap);
+
+typedef struct pl_shards_options {
+  size_t struct_size;       /* set by _init */
+  pl_image_options image;   /* for image fields; _init sets its defaults */
+  const char *fields;       /* NULL: "image:jpg;jpeg;png,label:cls" */
+  const char *cache_dir;    /* remote shards and indexes; NULL:
+                               $XDG_CACHE_HOME/pinloader/shards or
+                               ~/.cache/pinloader/shards */
+  uint64_t cache_bytes;     /* remote whole shards kept at most (least
+                               recently read evicted first; shards being
+                               read stay); default 4 GiB */
+  uint32_t max_bytes;       /* bytes fields' capacity; default 4096 */
+  pl_shards_readahead readahead;
+  int retries;              /* HTTP attempts after the first; default 4 */
+  uint32_t backoff_ms;      /* before the first retry, doubling; 200 */
+  uint32_t timeout_ms;      /* connect, and no byte for this long; 30000 */
+  uint64_t shuffle_buffer;  /* a loader's shuffled epoch: the shards in an
+                               order of (seed, epoch), their samples in tar
+                               order, then shuffled within consecutive
+                               windows of this many (each sample moves less
+                               than it); 0: the loader's permutation of all
+                               samples. Default 1000 */
+  uint32_t prefetch;        /* readahead whole, a shuffled epoch: fetch
+                               the shard being read and this many after it
+                               in the epoch's order ahead of the reads, on a
+                               thread of the dataset's; 0: on demand only.
+                               Default 2 */
+  /* NULL, or the fetcher of every path holding "://" (http URLs included:
+   * libcurl is then not used). With a fetcher nothing tells a changed
+   * object from the same one, so cached indexes and shards of an earlier
+   * open are not used (each open fetches and indexes its shards again) and
+   * no read is checked for change. fetch_free (may be NULL) is called with
+   * fetch_user when the dataset is destroyed, also when the open fails. */
+  pl_shards_fetch_fn fetch;
+  void *fetch_user;
+  void (*fetch_free)(void *fetch_user);
+} pl_shards_options;
+
+PL_API void pl_shards_options_init(pl_shards_options *o);
+PL_API pl_status pl_dataset_open_shards(const char *const *paths, int npaths,
+                                        const pl_shards_options *opt,
+                                        pl_dataset **out, pl_error *err);
+/* As pl_dataset_open("shards", ...) with "key=value&..." options, and a
+ * fetcher (NULL: none). */
+PL_API pl_status pl_dataset_open_shards_fetch(const char *const *paths,
+                                              int npaths, const char *options,
+                                              pl_shards_fetch_fn fetch,
+                                              void *fetch_user,
+                                              void (*fetch_free)(void *),
+                                              pl_dataset **out, pl_error *err);
+
 /* Samples a source replaced (images with PL_IMAGE_ERROR_SKIP); 0 for
  * sources that never replace. */
 PL_API uint64_t pl_dataset_replaced(const pl_dataset *ds);

@@ -28,21 +28,22 @@ static void expect_bad(const char *spec, pl_status want, const char *needle) {
  * "want" list, and NULL past the last; the unknown-kind message lists
  * each row's usage. */
 static void check_registry(void) {
-  static const char *const kinds[] = {"idx", "cifar10", "tokens", "npy",
-                                      "images"};
+  static const char *const kinds[] = {"idx",    "cifar10", "tokens",
+                                      "npy",    "images",  "shards"};
   int n = 0;
   for (const pl_source_info *s; (s = pl_source_at(n)); n++) {
-    CHECK(n < 5 && !strcmp(s->kind, kinds[n]));
+    CHECK(n < 6 && !strcmp(s->kind, kinds[n]));
     CHECK(!strncmp(s->usage, s->kind, strlen(s->kind)) &&
           s->usage[strlen(s->kind)] == ':');
     CHECK(s->keys && s->doc && s->doc[0]);
   }
-  CHECK(n == 5 && !pl_source_at(-1));
+  CHECK(n == 6 && !pl_source_at(-1));
   CHECK(!strcmp(pl_source_at(2)->keys, "context samples stride dtype format"));
   expect_bad("mnist:a", PL_INVALID_ARGUMENT,
              "(want idx:IMAGES,LABELS, cifar10:FILE[,FILE...], "
-             "tokens:FILE[,FILE...]?context=T, npy:FILE[,FILE...] or "
-             "images:ROOT)");
+             "tokens:FILE[,FILE...]?context=T, npy:FILE[,FILE...], "
+             "images:ROOT or "
+             "shards:TAR|URL|PATTERN[,...]?fields=image:jpg,label:cls)");
   pl_error err;
   pl_dataset *ds = NULL;
   const char *one[] = {"a"};

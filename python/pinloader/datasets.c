@@ -517,6 +517,76 @@ static PyObject *mod_open(PyObject *m, PyObject *args) {
   return s == PL_OK ? dataset_wrap(ds, NULL) : raise_pl(&err);
 }
 
+/* ---- shards: open_shards(paths, options, fetcher), a Python fetcher
+ * fetcher(url, offset, length) -> bytes (length None: to the end), called
+ * from the workers with the GIL taken. */
+static int pyfetch_call(void *user, const char *url, uint64_t off,
+                        uint64_t len, pl_shards_sink sink, void *sink_user,
+                        char *msg, size_t cap) {
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *n = len ? PyLong_FromUnsignedLongLong(len) : Py_NewRef(Py_None);
+  PyObject *r = n ? PyObject_CallFunction((PyObject *)user, "sKO", url,
+                                          (unsigned long long)off, n)
+                  : NULL;
+  Py_XDECREF(n);
+  int rc = 1;
+  Py_buffer view;
+  if (!r) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    snprintf(msg, cap, "%s: %s", type ? ((PyTypeObject *)type)->tp_name : "?",
+             text && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : "");
+    Py_XDECREF(text), Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+    PyErr_Clear();
+  } else if (PyObject_GetBuffer(r, &view, PyBUF_SIMPLE) < 0) {
+    PyErr_Clear();
+    snprintf(msg, cap, "returned %s, not bytes", Py_TYPE(r)->tp_name);
+  } else {
+    rc = sink(sink_user, view.buf, (size_t)view.len) ? 1 : 0;
+    if (rc)
+      snprintf(msg, cap, "%zd bytes for a range of %llu", view.len,
+               (unsigned long long)len);
+    PyBuffer_Release(&view);
+  }
+  Py_XDECREF(r);
+  PyGILState_Release(g);
+  return rc;
+}
+
+static void pyfetch_free(void *user) {
+  PyGILState_STATE g = PyGILState_Ensure();
+  Py_DECREF((PyObject *)user);
+  PyGILState_Release(g);
+}
+
+static PyObject *mod_open_shards(PyObject *m, PyObject *args) {
+  const char *options;
+  PyObject *paths_obj, *keep, *fetcher;
+  const char **paths;
+  int n;
+  if (!PyArg_ParseTuple(args, "OsO:open_shards", &paths_obj, &options,
+                        &fetcher) ||
+      paths_from(paths_obj, &keep, &paths, &n) < 0)
+    return NULL;
+  bool own = fetcher != Py_None;
+  if (own)
+    Py_INCREF(fetcher); /* the dataset's: pyfetch_free gives it back */
+  pl_dataset *ds = NULL;
+  pl_error err;
+  pl_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = pl_dataset_open_shards_fetch(paths, n, options,
+                                   own ? pyfetch_call : NULL,
+                                   own ? fetcher : NULL,
+                                   own ? pyfetch_free : NULL, &ds, &err);
+  Py_END_ALLOW_THREADS
+  PyMem_Free(paths);
+  Py_DECREF(keep);
+  return s == PL_OK ? dataset_wrap(ds, NULL) : raise_pl(&err);
+}
+/* ---- end of shards */
+
 /* replaced(dataset) -> samples the source replaced (on_error="skip"). */
 static PyObject *mod_replaced(PyObject *m, PyObject *arg) {
   if (!PyObject_TypeCheck(arg, &DatasetType))
@@ -671,6 +741,8 @@ static PyMethodDef dataset_functions[] = {
     {"open_idx", mod_open_idx, METH_VARARGS, "open_idx(images, labels)"},
     {"open_cifar10", mod_open_cifar10, METH_O, "open_cifar10([paths])"},
     {"open", mod_open, METH_VARARGS, "open(kind, [paths], options)"},
+    {"open_shards", mod_open_shards, METH_VARARGS, /* shards */
+     "open_shards([paths], options, fetcher or None)"},
     {"replaced", mod_replaced, METH_O, "replaced(dataset) -> int"},
     {"samples", mod_samples, METH_O,
      "samples(dataset) -> [(path, label)] of an image source, else None"},

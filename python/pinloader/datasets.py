@@ -8,6 +8,7 @@ Native sources are read by the C library's worker threads without the GIL:
     Tokens(files, context=T, samples=N)     nanoGPT .bin / llm.c token shards: x, y windows
     NPY(files)                              .npy files / .npz archives zipped as fields
     ImageFolder(root, size=224, train=True) JPEG/PNG folders decoded and cropped in C
+    Shards(urls, fields={...}, size=224)    WebDataset tar shards, local or over HTTP(S)
     to_float32(ds, field, scale)            a view delivering `field` as float32 * scale
 
 Any Python map-style dataset (``__len__`` and ``__getitem__`` returning
@@ -21,6 +22,7 @@ from . import _pinloader as _C
 
 __all__ = ["Dataset", "IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder", "to_float32",
            "from_python", "Field"]
+__all__ += ["Shards"]  # shards
 
 
 class Field(tuple):
@@ -319,6 +321,78 @@ def _nvjpeg_from_wheel():
         path = _nvjpeg_wheel_lib()
         if path:
             os.environ["PL_NVJPEG_LIB"] = path
+# ---- shards (tar shards, src/data/sources/source_shards.c): one block
+def _shards_fields(fields):
+    """{"image": "jpg", "label": "cls"} as the C source's "image:jpg,label:cls";
+    a value may be "jpg;png", a list of extensions, or (extensions, kind)
+    with kind "image", "int" or "bytes"."""
+    parts = []
+    for name, spec in dict(fields).items():
+        kind = None
+        if isinstance(spec, tuple):
+            spec, kind = spec
+        if isinstance(spec, (list, tuple)):
+            spec = ";".join(spec)
+        for bad in ",:&=":
+            if bad in str(name) or bad in str(spec):
+                raise ValueError("shards: field %r: names and extensions may not hold %r"
+                                 % (name, bad))
+        parts.append("%s:%s%s" % (name, spec, ":" + kind if kind else ""))
+    return ",".join(parts)
+
+
+class Shards(Dataset):
+    """WebDataset tar shards: local paths (memory-mapped), http(s) URLs
+    (range requests through libcurl, loaded at run time) or brace patterns
+    ("train-{000000..000099}.tar"). Members sharing a key form a sample;
+    ``fields`` maps field names to member extensions: jpg/jpeg/png are
+    decoded and transformed as ImageFolder's images (``size``, ``train``,
+    ``scale``, ``ratio``, ``flip_p``, ``resize``, ``dct_scaling``), cls to
+    int64, npy as whole arrays (the first sample's dtype and shape), anything else delivered as uint8 [max_bytes] with NAME_len
+    (use ``bytes(b[:n])``). ``ds[i]`` is a tuple, one array per field.
+
+    Remote shards: ``cache_dir`` (default ~/.cache/pinloader/shards) holds
+    their indexes and, with readahead="whole", whole shards (at most
+    ``cache_bytes``, least recently read evicted first); readahead="ranges"
+    reads each member with one range request; with "whole", a shuffled
+    epoch's next ``prefetch`` shards (default 2) are fetched ahead of the
+    reads. ``retries``, ``backoff_ms``
+    and ``timeout_ms`` govern failed requests.
+
+    Order: a DataLoader with shuffle=True and seed= reads an epoch shard by
+    shard (the shards in an order of (seed, epoch), each in tar order), its
+    positions shuffled within windows of ``shuffle_buffer`` samples;
+    shuffle_buffer=0 permutes all samples as for other datasets.
+
+    ``fetcher``: a callable ``fetcher(url, offset, length) -> bytes`` (length
+    None: to the end) that reads every path holding "://" instead of libcurl
+    (s3torchconnector, fsspec, obstore...); called from the loader's worker
+    threads with the GIL. Without ETags, each open fetches and indexes its
+    shards again. See docs/sources.md."""
+
+    def __init__(self, urls, fields=None, size=224, train=True, scale=(0.08, 1.0),
+                 ratio=(3.0 / 4.0, 4.0 / 3.0), flip_p=0.5, resize=None, dct_scaling=True,
+                 cache_dir=None, cache_bytes=None, max_bytes=None, readahead="whole",
+                 retries=None, backoff_ms=None, timeout_ms=None, shuffle_buffer=1000,
+                 prefetch=None, fetcher=None):
+        if readahead not in ("whole", "ranges"):
+            raise ValueError("readahead must be 'whole' or 'ranges', not %r" % (readahead,))
+        if fields is None:
+            fields = {"image": "jpg;jpeg;png", "label": "cls"}
+        self.size = _square_size(size)
+        self.urls = [os.fsdecode(p) if isinstance(p, bytes) else os.fspath(p)
+                     for p in _paths(urls)]
+        opts = _options(size=self.size[0], train=bool(train), scale=tuple(scale),
+                        ratio=tuple(ratio), flip_p=float(flip_p), resize=resize,
+                        dct_scaling=bool(dct_scaling), fields=_shards_fields(fields),
+                        cache=None if cache_dir is None else os.fspath(cache_dir),
+                        cache_bytes=cache_bytes, max_bytes=max_bytes, readahead=readahead,
+                        retries=retries, backoff_ms=backoff_ms, timeout_ms=timeout_ms,
+                        shuffle_buffer=shuffle_buffer, prefetch=prefetch)
+        if fetcher is not None and not callable(fetcher):
+            raise TypeError("fetcher must be callable(url, offset, length) -> bytes")
+        super().__init__(_C.open_shards(self.urls, opts, fetcher))
+# ---- end of shards
 
 
 def to_float32(ds, field, scale=1.0 / 255):

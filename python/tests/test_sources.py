@@ -403,7 +403,7 @@ def test_error_path_names_the_file(tmp_path):
 def test_source_registry_lists_each_kind_with_its_keys():
     from pinloader import _pinloader as C
     rows = C.sources()
-    assert [r["kind"] for r in rows] == ["idx", "cifar10", "tokens", "npy", "images"]
+    assert [r["kind"] for r in rows] == ["idx", "cifar10", "tokens", "npy", "images", "shards"]
     by = {r["kind"]: r for r in rows}
     assert by["tokens"]["keys"] == ("context", "samples", "stride", "dtype", "format")
     assert by["idx"]["keys"] == () and by["idx"]["usage"] == "idx:IMAGES,LABELS"

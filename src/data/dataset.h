@@ -83,6 +83,16 @@ typedef struct pl_dataset_vt {
   /* May be NULL: CPU seconds the dataset's worker processes have used so
    * far (pl_dataset_set_worker_cpu); any thread, never blocks. */
   double (*worker_cpu_s)(const pl_dataset *ds);
+  /* Both NULL, or both set: a source whose reads favour locality (tar
+   * shards: source_shards.c) orders a shuffled epoch in blocks. The loader
+   * shuffles positions within consecutive windows of shuffle_window(ds)
+   * positions (0: no block order, the usual permutation), then maps each
+   * position c of the epoch's block order to a dataset index with
+   * block_index, a bijection of [0, length) for each epoch key (the
+   * sampler's permutation key of (seed, epoch)). Any thread. */
+  uint64_t (*shuffle_window)(const pl_dataset *ds);
+  uint64_t (*block_index)(const pl_dataset *ds, const uint64_t key[2],
+                          uint64_t c);
   /* Frees impl (not the pl_dataset itself). */
   void (*destroy_impl)(void *impl);
 } pl_dataset_vt;

@@ -4,6 +4,7 @@
  * registry (sources/registry.c), e.g.
  *   tokens:FILE[,FILE...]?context=T[&samples=N][&stride=S][&dtype=D][&format=F]
  *   images:ROOT?size=224[&train=0][&scale=A:B][&ratio=A:B][&flip_p=P]...
+ *   shards:A.tar[,B.tar|URL|PATTERN...]?fields=image:jpg,label:cls[&size=224]...
  * The kind ends at the first ':', the options begin at the last '?'; the
  * files between are split on ',' (so paths may hold ':' but not ',' or
  * '?'; the C and Python APIs take paths as a list, without these limits).

@@ -182,7 +182,13 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   c->log = (pl_logger){cfg->log, cfg->log_user, cfg->log_level};
   c->sampler =
       (pl_sampler){ds->length,      cfg->shuffle,    cfg->seed,     cfg->rank,
-                   cfg->world_size, cfg->batch_size, cfg->drop_last};
+                   cfg->world_size, cfg->batch_size, cfg->drop_last,
+                   NULL,            0};
+  if (ds->vt->shuffle_window && ds->vt->shuffle_window(ds)) {
+    /* a source read in blocks (tar shards): shuffled block by block */
+    c->sampler.blocks = ds;
+    c->sampler.window = ds->vt->shuffle_window(ds);
+  }
   pl_tune_setup(c); /* PL_AUTO: threads to start, a first depth */
   int w = c->cfg.num_workers;
   c->prefetch = c->cfg.prefetch ? c->cfg.prefetch : PL_MAX(2 * w, 2);

@@ -1,6 +1,7 @@
 /* Sample order: Feistel permutation, DistributedSampler-style sharding,
  * batching. See sampler.h for the rules. */
 #include "loader/sampler.h"
+#include "data/dataset.h"
 
 static uint64_t mix64(uint64_t x) {
   /* splitmix64's finaliser: a strong 64-bit mix in three multiplies. */
@@ -70,5 +71,15 @@ uint64_t pl_sampler_position(const pl_sampler *s, const pl_epoch_plan *p,
 uint64_t pl_sampler_index(const pl_sampler *s, const pl_epoch_plan *p,
                           uint64_t position) {
   uint64_t x = position % s->n; /* padding wraps to the epoch's start */
-  return s->shuffle ? pl_permute(x, s->n, p->key) : x;
+  if (!s->shuffle)
+    return x;
+  if (!s->blocks)
+    return pl_permute(x, s->n, p->key);
+  /* A bounded shuffle: each window of positions permuted on its own, so
+   * that the samples near in the order stay near in the source's blocks. */
+  uint64_t base = x / s->window * s->window;
+  uint64_t len = PL_MIN(s->window, s->n - base);
+  uint64_t wkey[2] = {mix64(p->key[0] ^ (base + 1)), p->key[1]};
+  uint64_t c = base + pl_permute(x - base, len, wkey);
+  return s->blocks->vt->block_index(s->blocks, p->key, c);
 }

@@ -25,6 +25,8 @@ typedef struct pl_sampler {
   uint32_t rank, world;
   uint32_t batch;
   int drop_last;
+  const struct pl_dataset *blocks; /* its own block order, or NULL */
+  uint64_t window;                 /* with blocks: the shuffle window */
 } pl_sampler;
 
 /* The per-epoch shape of one rank's share, starting at global position

@@ -28,6 +28,9 @@ static const pl_source_row rows[] = {
       "flip dct",
       "an ImageFolder tree or a list file of JPEG/PNG images"},
      pl_source_open_images},
+    {{"shards", "shards:TAR|URL|PATTERN[,...]?fields=image:jpg,label:cls",
+      PL_SHARDS_KEYS, "WebDataset tar shards, local or over HTTP(S)"},
+     pl_source_open_shards},
 };
 
 #define NROWS ((int)(sizeof rows / sizeof rows[0]))

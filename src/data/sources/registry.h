@@ -45,4 +45,18 @@ pl_status pl_source_open_images(const char *const *paths, int npaths,
                                 const pl_options *o, pl_dataset **out,
                                 pl_error *err);
 
+/* The shards row's keys (also parsed by pl_dataset_open_shards_fetch). */
+#define PL_SHARDS_KEYS                                                     \
+  "size train scale ratio flip_p resize dct_scaling fields cache "         \
+  "cache_bytes max_bytes readahead retries backoff_ms timeout_ms "         \
+  "shuffle_buffer prefetch"
+pl_status pl_source_open_shards(const char *const *paths, int npaths,
+                                const pl_options *o, pl_dataset **out,
+                                pl_error *err);
+
+/* The images keys (size, train, scale, ...) of `o` into `m` (keys not
+ * given keep m's values): the images source's, also read by shards. */
+pl_status pl_source_image_options(const pl_options *o, pl_image_options *m,
+                                  pl_error *err);
+
 #endif /* PL_SOURCES_REGISTRY_H */

@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "data/image_decode.h"
 #include "data/image_resize.h"
+#include "data/image_sample.h"
 #include "data/jpeg_probe.h"
 #include "data/sources/images_gpu.h"
 
@@ -335,6 +336,35 @@ static pl_status load_one(const images_impl *im, uint64_t index,
   size_t n = 0;
   PL_TRY(read_file(path, sc, &data, &n, err));
   return decode_one(im, index, ctx, sc, data, n, dst, err);
+}
+
+/* For sources whose images sit inside bigger files (data/image_sample.h):
+ * the steps of load_one after the file is read. */
+pl_status pl_image_sample_from_bytes(const pl_image_options *opt,
+                                     const uint8_t *data, size_t n,
+                                     const char *name,
+                                     const pl_sample_ctx *ctx, uint64_t index,
+                                     pl_scratch *sc, void *image,
+                                     int32_t crop[5], pl_error *err) {
+  _Static_assert(PL_IMAGE_SAMPLE_FREE_SLOT == SLOT_FILE, "free slot");
+  images_impl im = {.opt = *opt};
+  plan_ctx pc = {.im = &im,
+                 .rng = pl_rng_for(ctx->seed, ctx->epoch, index,
+                                   RNG_STREAM_CROP)};
+  pl_decoded d;
+  PL_TRY(pl_image_decode(data, n, name, plan_decode, &pc, sc, &d, err));
+  pl_resize_src src;
+  resize_source(&d, &pc.box, &src);
+  pl_status s = pl_resize_rgbx(&src, opt->size, opt->size, pc.box.flip,
+                               image, sc, SLOT_RESIZE, err);
+  if (s != PL_OK)
+    return pl_error_prefix(err, "%s", name);
+  if (crop) {
+    int32_t c[5] = {pc.box.param[0], pc.box.param[1], pc.box.param[2],
+                    pc.box.param[3], pc.box.flip};
+    memcpy(crop, c, sizeof c);
+  }
+  return PL_OK;
 }
 
 static void log_replacement(const pl_sample_ctx *ctx, uint64_t index,

@@ -1,10 +1,11 @@
 /* The images source's registry opener: its "key=value" options into
- * pl_image_options (the source itself is source_images.c). */
+ * pl_image_options (the source itself is source_images.c); the shards
+ * source takes the same keys for its images. */
 #include "data/dataset.h"
 #include "data/sources/registry.h"
 
-static pl_status images_from_options(const pl_options *o, pl_image_options *m,
-                                     pl_error *err) {
+pl_status pl_source_image_options(const pl_options *o, pl_image_options *m,
+                                  pl_error *err) {
   uint64_t size = m->size, resize = m->resize, train = 1, dct = 1, crop = 0;
   int on_error = 0;
   const char *flip_key, *dct_key;
@@ -37,6 +38,6 @@ pl_status pl_source_open_images(const char *const *paths, int npaths,
                      npaths);
   pl_image_options m;
   pl_image_options_init(&m);
-  PL_TRY(images_from_options(o, &m, err));
+  PL_TRY(pl_source_image_options(o, &m, err));
   return pl_dataset_open_images(paths[0], &m, out, err);
 }

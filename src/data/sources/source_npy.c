@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "data/file_map.h"
 #include "data/sources/registry.h"
+#include "data/npy_member.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,6 +528,34 @@ static void swap_elements(uint8_t *p, uint64_t bytes, size_t elem) {
       p[i + a] = p[i + b];
       p[i + b] = t;
     }
+}
+
+/* For tar shards (data/npy_member.h): the whole array, its first axis
+ * a dimension like the others. */
+pl_status pl_npy_view_parse(const char *label, const uint8_t *p, uint64_t n,
+                            pl_npy_view *out, pl_error *err) {
+  npy_src s = {label, p, n};
+  npy_array a;
+  memset(&a, 0, sizeof a);
+  PL_TRY(npy_parse(&s, &a, err));
+  if (a.field.ndim + 1 > PL_MAX_DIMS)
+    return pl_errorf(err, PL_FORMAT, "%s: %d dims (at most %d)", label,
+                     a.field.ndim + 1, PL_MAX_DIMS);
+  memset(out, 0, sizeof *out);
+  out->dtype = a.field.dtype;
+  out->ndim = a.field.ndim + 1;
+  out->shape[0] = (int64_t)a.count;
+  memcpy(out->shape + 1, a.field.shape, (size_t)a.field.ndim * sizeof(int64_t));
+  out->data = a.data;
+  out->bytes = a.count * a.sample_bytes; /* npy_parse checked the product */
+  out->swap = a.swap;
+  return PL_OK;
+}
+
+void pl_npy_view_copy(const pl_npy_view *v, void *dst) {
+  memcpy(dst, v->data, (size_t)v->bytes);
+  if (v->swap)
+    swap_elements(dst, v->bytes, v->swap);
 }
 
 static pl_status npy_read(const pl_dataset *ds, uint64_t index,
