@@ -33,6 +33,11 @@ REP = struct.Struct("=IIQ")  # magic, status, payload length
 REQ_MAGIC = 0x51524C50
 REP_MAGIC = 0x50524C50
 REQ_RESEED, REQ_PROGRESS = 1, 2
+# Parent -> worker before the loader's first batch (the C side never sends
+# these): read the first sample and reply with the template made from it
+# (kept, to be the first sample of the first batch); the template, pickled,
+# for the workers that did not probe.
+REQ_PROBE, REQ_TEMPLATE = 4, 8
 REP_OK, REP_ERROR, REP_PROGRESS = 0, 1, 3
 # Balanced workers: the global generators restart every CHUNK samples of a
 # batch (seed_chunk), and a batch that the first round of an iteration
@@ -158,14 +163,84 @@ class Filler:
     def __init__(self, spec, worker_id):
         self.spec = spec
         self.worker_id = worker_id
-        self.t = spec.template
         self.maps = {}  # buffer id -> (mmap, fd_bytes)
+        self.t = self.kinds = None
         self.views = {}  # (buffer id, offsets) -> ([ndarray per field], their SampleWriter)
-        self.kinds = _collate.writer_kinds(self.t)  # None: no SampleWriter
+        if spec.template is not None:
+            self.set_template(spec.template)
+        self.check = None  # ("sig", signature): derive the template, compare
+        self.kept = None  # (epoch, batch, index, sample, rng states): the probed sample
+        self.pushback = []  # IterableDataset: the probed item, first of this epoch's share
         self.seeded = None
+        self.last = None  # (epoch, batch) of the last request since seeded
         self.progress = None  # report(sample) with a loader timeout
         self.iterator = None  # IterableDataset: this epoch's (False: ran out)
         self.iter_epoch = None
+
+    # -- the template: learned from the first sample, not before
+
+    def set_template(self, t):
+        self.t = t
+        self.kinds = _collate.writer_kinds(t)  # None: no SampleWriter
+        self.views = {}
+
+    def probe(self, index, epoch, seed, batch):
+        """Reads the first sample this worker produces (dataset[index], or
+        the first item of this epoch's iterator) and returns the template
+        made from it (None: an IterableDataset whose share is empty). The
+        sample is kept, and the random states after reading it: it is the
+        first sample of the first batch, read once, as torch reads it."""
+        spec = self.spec
+        if spec.iterable:
+            # A DataPipe is seeded and sharded here first, as torch's.
+            self.iterator, self.iter_epoch = _compat.start_iterator(spec.dataset), epoch
+            try:
+                s0 = next(self.iterator)
+            except StopIteration:
+                self.iterator = False
+                return None
+            self.pushback = [s0]
+        else:
+            if spec.batch_seeding:
+                seed_chunk(spec.base_seed, epoch, batch, 0)
+            _set_sample(seed, epoch, index)
+            try:
+                s0 = spec.dataset[index]
+            except BaseException as e:
+                try:
+                    e._pinloader_sample = index
+                except BaseException:
+                    pass
+                raise
+            finally:
+                _ctx.key = None
+            self.kept = (epoch, batch, index, s0, _rng_states() if spec.batch_seeding else None)
+        return make_template(spec, s0)
+
+    def derive(self, index, epoch, seed, batch):
+        """A worker the parent could not send the template (it does not
+        pickle: a class defined in a function) makes it from its own first
+        sample, and checks its layout is the parent's."""
+        t = self.probe(index, epoch, seed, batch)
+        if t is None or signature(t) != self.check[1]:
+            raise _collate.Mismatch("worker %d's first sample (%s) is not laid out as the first "
+                                    "sample's" % (self.worker_id, "dataset[%d]" % index))
+        self.set_template(t)
+
+    def _kept(self, epoch, batch, index):
+        """The probed sample when it is dataset[index] of this batch (its
+        random states put back: as if read just now), else None."""
+        kept, self.kept = self.kept, None
+        if kept is None or kept[:3] != (epoch, batch, index):
+            return None
+        if self.spec.batch_seeding:
+            # Balanced: the chunk's generators restart before its first
+            # sample; put back where reading it left them. (Otherwise
+            # nothing drew since: a worker process reads one batch at a
+            # time, and the loader's threads of worker_mode="thread" may
+            # have drawn meanwhile, which must stand.)
+            _set_rng_states(kept[4])
+        return kept[3]
 
     # -- views of the batch memory
 
@@ -214,7 +289,19 @@ class Filler:
 
     # -- seeding, as torch's workers
 
+    def must_reseed(self, base_seed, epoch, batch):
+        """A request flagged REQ_RESEED: reseed (as a fresh torch worker)
+        for a new base seed, and, with torch's assignment, also for a batch
+        not after the last one read: the epoch's stream was restarted (its
+        first batches read ahead before iter() are read again), and what
+        the stale read drew must not stand."""
+        if self.seeded != base_seed:
+            return True
+        return not self.spec.batch_seeding and self.last is not None and (epoch, batch) <= self.last
+
     def reseed(self, base_seed):
+        self.kept = None  # read under the old seed
+        self.last = None
         seed_worker(base_seed, self.worker_id)
         self.seeded = base_seed
         _set_worker_info(self.worker_id, self.spec.num_workers, base_seed + self.worker_id,
@@ -238,10 +325,12 @@ class Filler:
             if spec.unbatched:
                 i = indices[0]
                 current[0] = i
-                if reseed:
-                    seed_chunk(spec.base_seed, epoch, batch_index, 0)
-                _set_sample(seed, epoch, i)
-                s = ds[i]
+                s = self._kept(epoch, batch_index, i) if self.kept else None
+                if s is None:
+                    if reseed:
+                        seed_chunk(spec.base_seed, epoch, batch_index, 0)
+                    _set_sample(seed, epoch, i)
+                    s = ds[i]
                 if spec.collate_fn is not None:
                     s = spec.collate_fn(s)
                 objs = [[] for _ in range(t.nobjs)]
@@ -254,6 +343,12 @@ class Filler:
                     current[0] = i
                     if report is not None:
                         report(i)
+                    if k == 0 and self.kept:
+                        s = self._kept(epoch, batch_index, i)
+                        if s is not None:
+                            if writer is None or not writer.write(s, k):
+                                _collate.write_sample(t, t.root, s, k, views, objs, "dataset[%d]" % i)
+                            continue
                     if reseed and (k % CHUNK == 0 or k == first):
                         seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                     _set_sample(seed, epoch, i)
@@ -266,6 +361,11 @@ class Filler:
                 current[0] = i
                 if report is not None:
                     report(i)
+                if k == 0 and self.kept:
+                    s = self._kept(epoch, batch_index, i)
+                    if s is not None:
+                        samples.append(s)
+                        continue
                 if reseed and k % CHUNK == 0:
                     seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                 _set_sample(seed, epoch, i)
@@ -293,10 +393,14 @@ class Filler:
         if self.iterator is None or self.iter_epoch != epoch:
             # A DataPipe is seeded and sharded here first, as torch's.
             self.iterator, self.iter_epoch = _compat.start_iterator(spec.dataset), epoch
+            self.pushback = []
         want = 1 if spec.unbatched else n
         samples = []
+        if self.pushback and self.iter_epoch == epoch:
+            samples.append(self.pushback.pop())
+        self.pushback = []
         if self.iterator is not False:
-            for _ in range(want):
+            for _ in range(want - len(samples)):
                 try:
                     samples.append(next(self.iterator))
                 except StopIteration:
@@ -321,6 +425,41 @@ class Filler:
 
 class _Exhausted(Exception):
     pass
+
+
+def make_template(spec, s0):
+    """The template of sample s0 (a collate_fn's output over [s0] with a
+    collate_fn and batches), with a placeholder field when it has no
+    array-like leaf."""
+    if spec.collate_fn is not None and not spec.unbatched and not spec.iterable:
+        t = _collate.Template(spec.collate_fn([s0]), batched_probe=True)
+    else:
+        if spec.collate_fn is not None and spec.unbatched:
+            s0 = spec.collate_fn(s0)
+        t = _collate.Template(s0, numbers_are_fields=not spec.unbatched)
+    if not t.fields:
+        t.fields.append(_collate.Leaf(0, "uint8", (), "_"))
+    return t
+
+
+def signature(t):
+    """What of a template must agree between the parent and a worker."""
+    return ([(f.c_dtype, f.shape) for f in t.fields], [(f.c_dtype, f.shape) for f in t.empty],
+            t.nobjs, repr(t.root))
+
+
+def _rng_states():
+    torch = sys.modules.get("torch")
+    return (random.getstate(), np.random.get_state(),
+            torch.get_rng_state() if torch is not None else None)
+
+
+def _set_rng_states(states):
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch = sys.modules.get("torch")
+    if torch is not None and states[2] is not None:
+        torch.set_rng_state(states[2])
 
 
 def seed_worker(base_seed, worker_id):
@@ -458,6 +597,28 @@ def _where(e, batch, epoch):
     return ("dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)), sample
 
 
+def _reply_probe(sock, filler, index, epoch, seed, batch):
+    """The template of this worker's first sample, pickled: ("t", template),
+    ("none",) for an empty share, or ("local", signature) when it does not
+    pickle (the parent then reads the sample itself)."""
+    try:
+        t = filler.probe(index, epoch, seed, batch)
+    except BaseException as e:
+        where, sample = _where(e, batch, epoch)
+        _reply(sock, REP_ERROR, _error_reply(e, where, sample))
+        return
+    if t is None:
+        payload = pickle.dumps(("none",))
+    else:
+        filler.set_template(t)
+        try:
+            payload = pickle.dumps(("t", t), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(payload)
+        except BaseException:
+            payload = pickle.dumps(("local", signature(t)))
+    _reply(sock, REP_OK, payload)
+
+
 def worker_main(sock, spec, worker_id):
     """A worker process: set up as torch's workers are, then serve batch
     requests until the parent closes the socket (or dies). The parent gone
@@ -509,11 +670,27 @@ def _serve(sock, spec, worker_id):
         if req is None:
             return  # the parent closed the loader, or died
         (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed, first), offsets, indices, fd = req
+        if flags & REQ_TEMPLATE:
+            got = pickle.loads(_recv_exact(sock, buf_id) or b"")
+            if got[0] == "t":
+                filler.set_template(got[1])
+            else:
+                filler.check = got
+            continue
+        if flags & REQ_PROBE:
+            _reply_probe(sock, filler, indices[0] if indices else 0, epoch, seed, batch)
+            continue
         try:
-            if flags & REQ_RESEED and filler.seeded != base_seed:
+            if filler.t is None:  # the parent's template did not pickle
+                filler.derive(indices[0], epoch, seed, batch)
+            if len(offsets) != len(filler.t.fields):
+                raise RuntimeError("pinloader worker %d: %d fields in the batch, %d in its template"
+                                   % (worker_id, len(offsets), len(filler.t.fields)))
+            if flags & REQ_RESEED and filler.must_reseed(base_seed, epoch, batch):
                 filler.reseed(base_seed)
                 if spec.worker_init_fn is not None:
                     spec.worker_init_fn(worker_id)
+            filler.last = (epoch, batch)
             views, writer = filler.views_for(buf_id, fd, fd_bytes, offsets)
             filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
                 if flags & REQ_PROGRESS else None

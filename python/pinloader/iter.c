@@ -152,7 +152,13 @@ static PyObject *it_next_inner(LoaderIterObject *self) {
     PyObject *r = PyObject_CallNoArgs(self->check);
     if (!r)
       return NULL;
-    Py_DECREF(r);
+    /* A Python dataset's C loader is made at the first next(), once the
+     * first sample gave the layout: check() returns it, and this iterator
+     * goes on with it (the loader it was made with stood in until then). */
+    if (PyObject_TypeCheck(r, &LoaderType) && r != (PyObject *)self->loader)
+      Py_SETREF(self->loader, (LoaderObject *)r);
+    else
+      Py_DECREF(r);
   }
   for (;;) {
     PyObject *item = it_next_one(self);
