@@ -504,6 +504,14 @@ def _check_worker_number(num_workers):
                   "necessary." % (num_workers, told), UserWarning, stacklevel=3)
 
 
+def _keys_folder():
+    """A folder name of this process's own for _worker.Keys (made at its
+    first epoch of keys)."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "pinloader-keys-%d-%s" % (os.getpid(), os.urandom(6).hex()))
+
+
 def _start_worker(p):
     """p.start() with the collector off: a forked child must not collect
     before _after_fork_in_child freezes what it inherited. The parent's own
@@ -576,6 +584,8 @@ class _Engine:
             spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
                                 plan.iterable, dl.drop_last, batch_seeding=balanced)
+            if plan.unbatched and dl._explicit:
+                spec.keys = _worker.Keys(_keys_folder())
             self.spec = spec
             if dl.worker_mode == "process":
                 self._start_processes(spec, dl)
@@ -660,7 +670,9 @@ class _Engine:
                 t = self._learn(first)
                 plan.template = t
                 plan.c_fields = [("%d" % f.index, f.c_dtype, f.shape) for f in t.fields]
-                plan.needs_extra = t.nobjs > 0 or dl.collate_fn is not None or plan.iterable
+                # (batch_size=None: a sample laid out otherwise comes whole.)
+                plan.needs_extra = (t.nobjs > 0 or dl.collate_fn is not None or plan.iterable
+                                    or plan.unbatched)
             if self.socks:
                 self._send_template()
                 self._make_procset()
@@ -720,7 +732,8 @@ class _Engine:
                         return got[1]
                     if got[0] == "local":  # does not pickle: read here too
                         self.prober = w
-                        return _probe(dl, index)
+                        keys = self.spec.keys
+                        return _probe(dl, index if keys is None else keys.get(epoch, index))
         t = _collate.Template(0)  # an empty epoch, as torch's: nothing to take shapes from
         return t
 
@@ -918,6 +931,8 @@ class _Engine:
         self._stop_processes()
         if self.ps is not None:
             self.ps.close()
+        if self.spec is not None and self.spec.keys is not None:
+            self.spec.keys.remove()
 
     # -- orders and iteration
 
@@ -985,6 +1000,7 @@ class _Engine:
         already queued early, the guess)."""
         batches, self.trailing = self.dl._epoch_batches()
         self._tick(0)
+        batches = self._keyed(epoch, batches)
         indices, starts = _order_arrays(batches)
         if guess is None or not guess.matches(epoch, base_seed, indices, starts):
             if self.ps is not None:
@@ -993,6 +1009,21 @@ class _Engine:
             if self._ld is None:  # the shadow's: the C loader takes it at its first batch
                 self.order = (epoch, indices, starts)
         self._plan_guess(epoch, len(batches))
+
+    def _keyed(self, epoch, batches):
+        """batch_size=None: a sampler's keys that are not ints (index
+        lists) go to the workers by file (_worker.Keys); the order holds
+        their positions."""
+        keys = self.spec.keys if self.spec is not None else None
+        if keys is None:
+            return batches
+        import numpy as np
+
+        if all(isinstance(b[0], (int, np.integer)) for b in batches):
+            keys.drop(epoch)
+            return batches
+        keys.put(epoch, [b[0] for b in batches])
+        return [[k] for k in range(len(batches))]
 
     def _draw_deferred(self):
         """LoaderIter's check, before each next(): the order a
@@ -1153,6 +1184,7 @@ class _Engine:
         # filler (thread mode) is one iterator.
         workers = max(1, dl.num_workers) if self.procs else 1
         engine = self
+        whole = (lambda s: s) if convert is _numpy_from else _default_convert()
 
         def pack(b):
             arrays = [convert(b.field(i)) for i in range(nf)]
@@ -1175,6 +1207,8 @@ class _Engine:
                 extras = pickle.loads(raw) if raw else {}
                 return _collate.build_collated(t, t.root, arrays, extras)
             objs = pickle.loads(raw) if raw else [[] for _ in range(t.nobjs)]
+            if isinstance(objs, _collate.Whole):
+                return whole(objs.sample)
             return _collate.build(t, t.root, arrays, objs, collate_obj, unbatched)
 
         return pack
@@ -1285,6 +1319,17 @@ def _default_collate_objects():
     from torch.utils.data import default_collate
 
     return default_collate
+
+
+def _default_convert():
+    """What torch's DataLoader does to a sample with batch_size=None:
+    default_convert (numpy arrays to tensors)."""
+    torch = _torch()
+    if torch is None:
+        return lambda s: s
+    from torch.utils.data._utils.collate import default_convert
+
+    return default_convert
 
 
 class _LocalFiller:

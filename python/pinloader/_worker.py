@@ -83,9 +83,64 @@ class Spec:
         self.iterable = iterable
         self.drop_last = drop_last
         self.batch_seeding = batch_seeding  # seed_chunk() every CHUNK samples
+        self.keys = None  # Keys: an unbatched sampler's keys that are not ints
         # The loader's process, which a worker checks it is the child of
         # (None: forkserver's workers are the server's children).
         self.parent_pid = None
+
+
+class Keys:
+    """batch_size=None with a sampler that yields what is not an int (an
+    index list, as torch's bulk loading reads dataset[[i, j, k]]): the C
+    order holds each key's position in its epoch, and dataset[key] is read.
+    The parent writes an epoch's keys to a file in a folder of its own
+    (put) before the order that names them; a worker process reads them
+    there (get), again when the file was replaced (set_epoch gives an epoch
+    number new keys). Pickles as its folder's path only."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.epochs = {}  # epoch -> (file identity, keys)
+
+    def __getstate__(self):
+        return {"folder": self.folder, "epochs": {}}
+
+    def _path(self, epoch):
+        return os.path.join(self.folder, "keys-%d" % epoch)
+
+    def put(self, epoch, keys):
+        os.makedirs(self.folder, exist_ok=True)
+        tmp = self._path(epoch) + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(keys, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self._path(epoch))  # whole, for a worker reading it
+
+    def drop(self, epoch):
+        """The epoch's order holds plain indices: no file for it."""
+        try:
+            os.unlink(self._path(epoch))
+        except OSError:
+            pass
+
+    def get(self, epoch, position):
+        """The key at position of epoch's order; position itself when the
+        epoch has no keys file (its order holds plain indices)."""
+        try:
+            st = os.stat(self._path(epoch))
+        except OSError:
+            return position
+        ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+        got = self.epochs.get(epoch)
+        if got is None or got[0] != ident:
+            with open(self._path(epoch), "rb") as f:
+                got = (ident, pickle.load(f))
+            self.epochs = {epoch: got}  # one epoch at a time is read
+        return got[1][position]
+
+    def remove(self):
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _text_of(exc):
@@ -205,7 +260,7 @@ class Filler:
                 seed_chunk(spec.base_seed, epoch, batch, 0)
             _set_sample(seed, epoch, index)
             try:
-                s0 = spec.dataset[index]
+                s0 = spec.dataset[self.key(epoch, index)]
             except BaseException as e:
                 try:
                     e._pinloader_sample = index
@@ -289,6 +344,10 @@ class Filler:
 
     # -- seeding, as torch's workers
 
+    def key(self, epoch, i):
+        """What dataset[] is given for index i of epoch's order."""
+        return i if self.spec.keys is None else self.spec.keys.get(epoch, i)
+
     def must_reseed(self, base_seed, epoch, batch):
         """A request flagged REQ_RESEED: reseed (as a fresh torch worker)
         for a new base seed, and, with torch's assignment, also for a batch
@@ -330,11 +389,14 @@ class Filler:
                     if reseed:
                         seed_chunk(spec.base_seed, epoch, batch_index, 0)
                     _set_sample(seed, epoch, i)
-                    s = ds[i]
+                    s = ds[self.key(epoch, i)]
                 if spec.collate_fn is not None:
                     s = spec.collate_fn(s)
                 objs = [[] for _ in range(t.nobjs)]
-                _collate.write_sample(t, t.root, s, 0, views, objs, "dataset[%d]" % i)
+                try:
+                    _collate.write_sample(t, t.root, s, 0, views, objs, "dataset[%r]" % (self.key(epoch, i),))
+                except _collate.Mismatch:
+                    return _collate.dumps(_collate.Whole(s))
                 return _collate.dumps(objs) if t.nobjs else b""
             report = self.progress
             if spec.collate_fn is None:

@@ -148,8 +148,6 @@ class Lists(Dataset):
         return torch.tensor(idx) * 10
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed yet: an explicit order holds int indices only "
-                   "(_order_arrays); a sampler's index lists fail there")
 @pytest.mark.parametrize("workers", [0, 2])
 def test_batch_size_none_with_a_sampler_of_index_lists(workers):
     sampler = [[0, 1], [2, 3, 4], [5]]
