@@ -568,7 +568,8 @@ class _Engine:
         self._ld = None  # the C loader; for a Python dataset made at the first next()
         self._shadow = None  # until then, a loader over nothing (_ShadowLoader) keeps the order
         self.order = None  # (epoch, indices, starts) given to the shadow
-        self.prober = None  # the worker that read the first sample
+        self.probes = None  # {worker: first sample asked of it} until the replies are read
+        self.probed = {}  # {worker: its reply}: the layout each made
         if plan.native is not None:
             self.ds = plan.native
             threads = dl.num_workers
@@ -666,8 +667,9 @@ class _Engine:
         if first is not None:
             epoch = first[1]
         try:
+            if plan.template is None or self.probes:
+                t = self._learn(first)  # (replies to read also when another engine learned it)
             if plan.template is None:
-                t = self._learn(first)
                 plan.template = t
                 plan.c_fields = [("%d" % f.index, f.c_dtype, f.shape) for f in t.fields]
                 # (batch_size=None: a sample laid out otherwise comes whole.)
@@ -710,46 +712,88 @@ class _Engine:
     def ps_filler(self):
         return self._local.filler
 
+    def start_probes(self):
+        """At iter(), where torch's workers begin reading: each worker that
+        reads one of the epoch's first batches (torch's assignment: worker
+        w, batch w; an IterableDataset: every worker) is asked to read that
+        batch's first sample and keep it, all at once, so that datasets
+        that wait for their workers (a barrier) wait for nothing else. Its
+        reply, the layout, is read at the first next() (_learn). Balanced
+        workers: worker 0 reads batch 0's first sample alone."""
+        if self._ld is not None or not self.socks or self.probes is not None:
+            return
+        self.probes = {}
+        if self.dl._plan.template is not None:
+            return  # learned by another engine of the loader: sent at _prepare
+        n = len(self.socks)
+        iterable = self.dl._plan.iterable
+        for f in self._firsts(1 if self.spec.batch_seeding else n):
+            index, epoch, seed, batch = f
+            w = batch % n
+            head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, 0 if iterable else 1, _worker.REQ_PROBE,
+                                    0, 0, epoch, seed, batch, self.base_seed & 0xFFFFFFFFFFFFFFFF, 0)
+            try:
+                self.socks[w].sendall(head + (b"" if iterable else index.to_bytes(8, sys.byteorder)))
+            except OSError:
+                pass  # it died: said when its reply is read
+            self.probes[w] = f
+
+    def _firsts(self, want):
+        """(index, epoch, seed, batch) of the epoch's first `want` batches'
+        first samples, from the shadow, which is put back after."""
+        dl, plan = self.dl, self.dl._plan
+        self.ld  # noqa: B018 (the shadow, made)
+        shadow = self._shadow
+        state = shadow.ld.save_state() if not dl._explicit and not plan.iterable else None
+        firsts = []
+        try:
+            while len(firsts) < want:
+                f = shadow.first(shadow.ld.next())
+                if f is None or (firsts and f[1] != firsts[0][1]):
+                    break  # the epoch has fewer batches
+                firsts.append(f)
+        finally:
+            if state is not None:
+                shadow.ld.load_state(state)
+            elif self.order is not None:
+                _C.set_order(shadow.ld, *self.order)
+        return firsts
+
     def _learn(self, first):
         """The template: of the first sample, read by the worker that reads
-        it first (an IterableDataset: the first worker whose share is not
-        empty); a placeholder for an empty epoch."""
-        dl, plan = self.dl, self.dl._plan
-        self.template_blob = None
-        if first is not None:
-            index, epoch, seed, batch = first
-            if not self.socks:
-                t = self.ps_filler.probe(index, epoch, seed, batch)
+        it (an IterableDataset: the first worker whose share is not empty);
+        a placeholder for an empty epoch."""
+        dl = self.dl
+        if not self.socks:
+            if first is not None:
+                t = self.ps_filler.probe(*first)
                 if t is not None:
                     return t
-            else:
-                n = len(self.socks)
-                order = range(n) if plan.iterable else [0 if self.spec.batch_seeding else batch % n]
-                for w in order:
-                    got = self._probe_worker(w, index, epoch, seed, batch)
-                    if got[0] == "t":
-                        self.prober = w
-                        return got[1]
-                    if got[0] == "local":  # does not pickle: read here too
-                        self.prober = w
-                        keys = self.spec.keys
-                        return _probe(dl, index if keys is None else keys.get(epoch, index))
-        t = _collate.Template(0)  # an empty epoch, as torch's: nothing to take shapes from
-        return t
+            return _collate.Template(0)  # an empty epoch, as torch's: nothing to take shapes from
+        self.start_probes()  # (an iterator made before the loader had one)
+        probes, self.probes = self.probes, {}
+        chosen = None
+        for w in sorted(probes, key=lambda w: probes[w][3]):
+            got = self._probe_reply(w, probes[w])
+            self.probed[w] = got
+            if chosen is not None or got[0] == "none":
+                continue
+            if got[0] == "t":
+                chosen = got[1]
+            else:  # does not pickle: read here too
+                index, epoch = probes[w][:2]
+                keys = self.spec.keys
+                chosen = _probe(dl, index if keys is None else keys.get(epoch, index))
+        return chosen if chosen is not None else _collate.Template(0)
 
-    def _probe_worker(self, w, index, epoch, seed, batch):
+    def _probe_reply(self, w, first):
         s, p = self.socks[w], self.procs[w]
         if not self.ready[w]:
             self._wait_ready(w, s, p)
             self.ready[w] = True
+        index, epoch, seed, batch = first
         iterable = self.dl._plan.iterable
-        head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, 0 if iterable else 1, _worker.REQ_PROBE, 0, 0,
-                                epoch, seed, batch, self.base_seed & 0xFFFFFFFFFFFFFFFF, 0)
         what = "its first item" if iterable else "batch %d of epoch %d (samples %d)" % (batch, epoch, index)
-        try:
-            s.sendall(head + (b"" if iterable else index.to_bytes(8, sys.byteorder)))
-        except OSError:
-            pass  # it died: said below
         status, payload = self._read_reply(w, s, p, self.dl.timeout, what)
         if status != _worker.REP_OK:
             tl = int.from_bytes(payload[:4], sys.byteorder)
@@ -768,9 +812,12 @@ class _Engine:
             blob = pickle.dumps(("sig", _worker.signature(t)))
         head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, 0, _worker.REQ_TEMPLATE, len(blob), 0,
                                 0, 0, 0, 0, 0)
+        sig = _worker.signature(t)
         for w, s in enumerate(self.socks):
-            if w == getattr(self, "prober", None) or self.spec.template is not None:
-                continue
+            got = self.probed.get(w, ("none",))
+            if self.spec.template is not None or (got[0] == "t" and _worker.signature(got[1]) == sig) \
+                    or (got[0] == "local" and got[1] == sig):
+                continue  # it made the same from its own first sample
             try:
                 s.sendall(head + blob)
             except OSError:
@@ -1150,7 +1197,10 @@ class _Engine:
                 # holds the shadow (a prepare() that raised Ctrl-C after).
                 return engine._ld if r is None else r
         skip = _SKIP if plan.iterable and not raw else None
-        return _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
+        it = _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
+        if self._ld is None and self.socks:
+            self.start_probes()  # torch's workers begin at iter()
+        return it
 
     def _packer(self):
         dl, plan, ps = self.dl, self.dl._plan, self.ps

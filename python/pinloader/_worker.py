@@ -736,8 +736,9 @@ def _serve(sock, spec, worker_id):
             got = pickle.loads(_recv_exact(sock, buf_id) or b"")
             if got[0] == "t":
                 filler.set_template(got[1])
-            else:
+            else:  # it does not pickle: each worker makes it, compared with its signature
                 filler.check = got
+                filler.t = None
             continue
         if flags & REQ_PROBE:
             _reply_probe(sock, filler, indices[0] if indices else 0, epoch, seed, batch)
