@@ -285,3 +285,53 @@ def test_open_files_limit_is_torchs_runtime_error():
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "RuntimeError True Too many open files", out.stdout + out.stderr
+
+
+class Synced(Dataset):
+    """Each worker's first read waits until every worker is reading (as
+    torch's SynchronizedSeedDataset): the seed each worker was given."""
+
+    def __init__(self, n, workers):
+        import multiprocessing
+
+        self.n = n
+        self.barrier = multiprocessing.get_context("fork").Barrier(workers)
+        self.waited = False
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if not self.waited:
+            self.barrier.wait(60)  # a broken barrier raises: never a hang
+            self.waited = True
+        return torch.initial_seed()
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_datasets_that_wait_for_all_workers_do_not_hang(persistent):
+    """Every worker reads at once from iter() on, as torch's: none waits for
+    the parent. The seeds are torch's, epoch after epoch."""
+    def run(cls):
+        g = torch.Generator()
+        g.manual_seed(5)
+        loader = cls(Synced(8, 4), batch_size=2, num_workers=4, generator=g,
+                     multiprocessing_context="fork", persistent_workers=persistent)
+        out = [as_lists(loader) for _ in range(2)]
+        if hasattr(loader, "close"):
+            loader.close()
+        return out
+
+    assert run(pinloader.DataLoader) == run(DataLoader)
+
+
+def test_worker_init_fn_seed_is_what_getitem_draws():
+    """worker_init_fn=lambda w: torch.manual_seed(7): every worker draws
+    from seed 7, as in torch (not reseeded per batch)."""
+    def run(cls):
+        loader = cls(Draws(), batch_size=2, num_workers=2, worker_init_fn=_seed7)
+        return as_lists(loader)
+
+    got = run(pinloader.DataLoader)
+    assert got == run(DataLoader)
+    assert [r[1:] for r in got[0]] == [r[1:] for r in got[1]]  # workers 0 and 1: the same seed
