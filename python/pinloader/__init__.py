@@ -772,10 +772,15 @@ class _Engine:
             return _collate.Template(0)  # an empty epoch, as torch's: nothing to take shapes from
         self.start_probes()  # (an iterator made before the loader had one)
         probes, self.probes = self.probes, {}
-        chosen = None
+        chosen = failed = None
         for w in sorted(probes, key=lambda w: probes[w][3]):
             got = self._probe_reply(w, probes[w])
             self.probed[w] = got
+            if got[0] == "error":
+                # Its worker raises it again at its batch, as torch's does;
+                # another worker's sample gives the layout.
+                failed = failed or got[1]
+                continue
             if chosen is not None or got[0] == "none":
                 continue
             if got[0] == "t":
@@ -784,6 +789,8 @@ class _Engine:
                 index, epoch = probes[w][:2]
                 keys = self.spec.keys
                 chosen = _probe(dl, index if keys is None else keys.get(epoch, index))
+        if chosen is None and failed is not None:
+            raise failed  # no first sample read: nothing to lay the batches out by
         return chosen if chosen is not None else _collate.Template(0)
 
     def _probe_reply(self, w, first):
@@ -797,7 +804,7 @@ class _Engine:
         status, payload = self._read_reply(w, s, p, self.dl.timeout, what)
         if status != _worker.REP_OK:
             tl = int.from_bytes(payload[:4], sys.byteorder)
-            raise _rebuild(pickle.loads(payload[4 + tl:]), w, p.pid)
+            return "error", _rebuild(pickle.loads(payload[4 + tl:]), w, p.pid)
         return pickle.loads(payload)
 
     def _send_template(self):
@@ -1002,6 +1009,7 @@ class _Engine:
             guess = None  # the stream does not go on into it (a break, set_epoch)
         _C.reset_iter_state(ld)
         plan = dl._plan
+        went_on = False
         if dl._explicit:
             epoch = self.next_epoch
         elif self.fresh:
@@ -1013,12 +1021,13 @@ class _Engine:
             ld.set_epoch(epoch)
         else:
             epoch = ld.epoch  # the stream already went on to it
+            went_on = True
         if self.ps is not None:
             if self.started and not dl.persistent_workers and base_seed is not None:
                 # As a fresh torch worker: reseeded, worker_init_fn again,
                 # at this epoch's first batch.
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
-                if not dl._explicit and not self.spec.batch_seeding and not mid:
+                if went_on and not self.spec.batch_seeding:
                     # Batches the stream read ahead into this epoch were read
                     # with the last epoch's random states (torch's fresh
                     # workers read nothing before iter()): read them again.
@@ -1523,7 +1532,7 @@ class DataLoader(_compat.loader_base()):
                     workers, not torch's draws. Batches arrive in order
                     either way. The dataset is never read in this process:
                     the samples' layout comes from the first sample a
-                    worker reads, at the first next().
+                    worker reads (from iter() on, as torch).
       worker_mode   'process' (Python datasets with num_workers > 0: worker
                     processes writing into shared batch memory) or 'thread'
                     (the loader's threads, under the GIL; the default for
@@ -1678,8 +1687,8 @@ class DataLoader(_compat.loader_base()):
             plan.native_casts = dict(getattr(dataset, "_casts", {}))
         else:
             # The samples' layout (plan.template) comes from the first
-            # sample a worker reads, at the first next(): torch reads
-            # nothing of the dataset before (_Engine.prepare).
+            # sample a worker reads (from iter() on): torch reads
+            # nothing of the dataset before (_Engine.start_probes, prepare).
             plan.dataset = dataset
         self._next_explicit_epoch = 0
         self._engine = None

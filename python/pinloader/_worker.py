@@ -247,13 +247,17 @@ class Filler:
         first sample of the first batch, read once, as torch reads it."""
         spec = self.spec
         if spec.iterable:
-            # A DataPipe is seeded and sharded here first, as torch's.
-            self.iterator, self.iter_epoch = _compat.start_iterator(spec.dataset), epoch
+            self.iterator, self.iter_epoch = False, epoch  # (__iter__ raising: nothing more)
             try:
+                # A DataPipe is seeded and sharded here first, as torch's.
+                self.iterator = _compat.start_iterator(spec.dataset)
                 s0 = next(self.iterator)
             except StopIteration:
                 self.iterator = False
                 return None
+            except BaseException as e:
+                self.pushback = [_Raised(e)]  # raised again at this worker's first batch
+                raise
             self.pushback = [s0]
         else:
             if spec.batch_seeding:
@@ -266,6 +270,9 @@ class Filler:
                     e._pinloader_sample = index
                 except BaseException:
                     pass
+                # Raised again where its batch is read, as torch raises it
+                # there (another worker's sample gives the layout).
+                self.kept = (epoch, batch, index, _Raised(e), None)
                 raise
             finally:
                 _ctx.key = None
@@ -285,9 +292,12 @@ class Filler:
     def _kept(self, epoch, batch, index):
         """The probed sample when it is dataset[index] of this batch (its
         random states put back: as if read just now), else None."""
-        kept, self.kept = self.kept, None
+        kept = self.kept
         if kept is None or kept[:3] != (epoch, batch, index):
-            return None
+            return None  # (kept for its batch: the loader's threads share one filler)
+        self.kept = None
+        if isinstance(kept[3], _Raised):
+            raise kept[3].exc
         if self.spec.batch_seeding:
             # Balanced: the chunk's generators restart before its first
             # sample; put back where reading it left them. (Otherwise
@@ -458,9 +468,10 @@ class Filler:
             self.pushback = []
         want = 1 if spec.unbatched else n
         samples = []
-        if self.pushback and self.iter_epoch == epoch:
-            samples.append(self.pushback.pop())
-        self.pushback = []
+        pushed, self.pushback = self.pushback if self.iter_epoch == epoch else [], []
+        if pushed and isinstance(pushed[0], _Raised):
+            raise pushed[0].exc
+        samples.extend(pushed)
         if self.iterator is not False:
             for _ in range(want - len(samples)):
                 try:
@@ -487,6 +498,15 @@ class Filler:
 
 class _Exhausted(Exception):
     pass
+
+
+class _Raised:
+    """A first sample's read that raised, kept as the sample would be."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
 
 
 def make_template(spec, s0):
