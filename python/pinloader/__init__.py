@@ -1027,7 +1027,7 @@ class _Engine:
                 # As a fresh torch worker: reseeded, worker_init_fn again,
                 # at this epoch's first batch.
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
-                if went_on and not self.spec.batch_seeding:
+                if went_on and self.procs and not self.spec.batch_seeding:
                     # Batches the stream read ahead into this epoch were read
                     # with the last epoch's random states (torch's fresh
                     # workers read nothing before iter()): read them again.

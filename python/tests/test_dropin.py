@@ -289,13 +289,15 @@ def test_open_files_limit_is_torchs_runtime_error():
 
 class Synced(Dataset):
     """Each worker's first read waits until every worker is reading (as
-    torch's SynchronizedSeedDataset): the seed each worker was given."""
+    torch's SynchronizedSeedDataset): the seed each worker was given. The
+    barrier: a byte per worker in anonymous shared memory (a
+    multiprocessing Barrier would leave its heap mapped in this process)."""
 
     def __init__(self, n, workers):
-        import multiprocessing
+        import mmap
 
-        self.n = n
-        self.barrier = multiprocessing.get_context("fork").Barrier(workers)
+        self.n, self.workers = n, workers
+        self.slots = mmap.mmap(-1, workers, flags=mmap.MAP_SHARED)
         self.waited = False
 
     def __len__(self):
@@ -303,7 +305,13 @@ class Synced(Dataset):
 
     def __getitem__(self, i):
         if not self.waited:
-            self.barrier.wait(60)  # a broken barrier raises: never a hang
+            import time
+
+            self.slots[get_worker_info().id] = 1
+            end = time.monotonic() + 60  # a limit, so that a failure is not a hang
+            while sum(self.slots[:]) < self.workers:  # every worker in __getitem__
+                assert time.monotonic() < end, "the other workers never read"
+                time.sleep(0.001)
             self.waited = True
         return torch.initial_seed()
 
