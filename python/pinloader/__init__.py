@@ -766,20 +766,24 @@ class _Engine:
         dl = self.dl
         if not self.socks:
             if first is not None:
-                t = self.ps_filler.probe(*first)
+                try:
+                    t = self.ps_filler.probe(*first)
+                except Exception:
+                    t = None  # kept: raised again by its batch, as torch raises it
                 if t is not None:
                     return t
-            return _collate.Template(0)  # an empty epoch, as torch's: nothing to take shapes from
+            # An empty epoch, as torch's (nothing to take shapes from), or a
+            # first sample that raised: a placeholder layout.
+            return _collate.Template(0)
         self.start_probes()  # (an iterator made before the loader had one)
         probes, self.probes = self.probes, {}
-        chosen = failed = None
+        chosen = None
         for w in sorted(probes, key=lambda w: probes[w][3]):
             got = self._probe_reply(w, probes[w])
             self.probed[w] = got
             if got[0] == "error":
                 # Its worker raises it again at its batch, as torch's does;
                 # another worker's sample gives the layout.
-                failed = failed or got[1]
                 continue
             if chosen is not None or got[0] == "none":
                 continue
@@ -789,8 +793,8 @@ class _Engine:
                 index, epoch = probes[w][:2]
                 keys = self.spec.keys
                 chosen = _probe(dl, index if keys is None else keys.get(epoch, index))
-        if chosen is None and failed is not None:
-            raise failed  # no first sample read: nothing to lay the batches out by
+        # Every first sample raised (each raised again by its batch, as
+        # torch's), or an empty epoch: a placeholder layout.
         return chosen if chosen is not None else _collate.Template(0)
 
     def _probe_reply(self, w, first):
@@ -914,9 +918,8 @@ class _Engine:
                     head += chunk
                     continue
             p.join(1.0)
-            raise _new_error("PL_CALLBACK", "DataLoader worker (pid %d) exited unexpectedly: "
-                             "worker %d (pid %d) exited while %s%s"
-                             % (p.pid, w, p.pid, what, self._exit_text(p)))
+            raise _new_error("PL_CALLBACK", "%spinloader worker %d (pid %d) exited while %s%s"
+                             % (self._torch_death(p), w, p.pid, what, self._exit_text(p)))
         magic, status, n = _worker.REP.unpack(head)
         payload = b""
         while len(payload) < n:
@@ -941,6 +944,20 @@ class _Engine:
         if code < 0:
             return " (killed by %s)" % _signal_name(-code)
         return " (exit code %d)" % code
+
+    @staticmethod
+    def _torch_death(p):
+        """torch's words for a dead worker, first, for code that matches
+        them (its signal handler's, then its iterator's)."""
+        code = p.exitcode
+        head = ""
+        if code is not None and code < 0:
+            try:
+                name = signal.strsignal(-code) or _signal_name(-code)
+            except ValueError:
+                name = _signal_name(-code)
+            head = "DataLoader worker (pid %d) is killed by signal: %s. " % (p.pid, name)
+        return head + "DataLoader worker (pid(s) %d) exited unexpectedly: " % p.pid
 
     def describe_death(self, w):
         if w >= len(self.procs):
@@ -1207,6 +1224,7 @@ class _Engine:
                 return engine._ld if r is None else r
         skip = _SKIP if plan.iterable and not raw else None
         it = _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
+        it._workers = [_WorkerView(p) for p in self.procs]  # (no cycle through the engine)
         if self._ld is None and self.socks:
             self.start_probes()  # torch's workers begin at iter()
         return it
@@ -1325,6 +1343,8 @@ class _Engine:
             self.broken = True
             w = int(m.group(1))
             text = msg.replace(m.group(0), "").rstrip() + self.describe_death(w)
+            if w < len(self.procs):
+                text = self._torch_death(self.procs[w]) + text
             text += "; the loader's workers are restarted at the next iteration"
             return _new_error(status, text)
         if status == "PL_TIMEOUT" and self.procs:
@@ -1352,6 +1372,36 @@ class _Engine:
 # a copy to the device that failed; and any dead worker (engine.broken).
 _ENDS_ITERATION = frozenset(("PL_TIMEOUT", "PL_CLOSED", "PL_BAD_STATE", "PL_CUDA", "PL_NO_DEVICE",
                              "PL_UNSUPPORTED", "PL_NOT_READY"))
+
+
+class _WorkerView:
+    """One worker process as torch's iterators list them in _workers (code
+    written for torch reads pid, join(), is_alive()), also once the loader
+    has closed the Process object (it was joined then)."""
+
+    __slots__ = ("_p", "pid", "name")
+
+    def __init__(self, p):
+        self._p, self.pid, self.name = p, p.pid, p.name
+
+    def join(self, timeout=None):
+        try:
+            self._p.join(timeout)
+        except ValueError:
+            pass  # closed by the loader, after joining it
+
+    def is_alive(self):
+        try:
+            return self._p.is_alive()
+        except ValueError:
+            return False
+
+    @property
+    def exitcode(self):
+        try:
+            return self._p.exitcode
+        except ValueError:
+            return None
 
 
 class _SkipType:

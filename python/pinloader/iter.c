@@ -29,6 +29,7 @@ typedef struct {
   PyObject *skip;     /* pack returned this: a batch with nothing in it */
   PyObject *on_end;   /* on_end(): the epoch ran to its end (StopIteration) */
   PyObject *weakrefs;
+  PyObject *workers; /* _workers: the worker processes, as torch's iterators have */
   int mid_epoch;
   int resumable;
   int ended;
@@ -42,6 +43,7 @@ static void it_dealloc(LoaderIterObject *self) {
   Py_CLEAR(self->on_error);
   Py_CLEAR(self->skip);
   Py_CLEAR(self->on_end);
+  Py_CLEAR(self->workers);
   if (self->weakrefs)
     PyObject_ClearWeakRefs((PyObject *)self);
   Py_TYPE(self)->tp_free((PyObject *)self);
@@ -222,6 +224,8 @@ static PyMemberDef it_members[] = {
      "the epoch ended (StopIteration)"},
     {"busy", T_INT, offsetof(LoaderIterObject, busy), READONLY,
      "a next() is running"},
+    {"_workers", T_OBJECT, offsetof(LoaderIterObject, workers), 0,
+     "the worker processes (torch's iterators name theirs so; None: none)"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject LoaderIterType = {

@@ -176,6 +176,8 @@ def test_segfault_in_a_worker_is_a_runtime_error_naming_worker_and_signal():
     pid = loader.worker_pids[0] if loader.worker_pids else None
     msg = str(e.value)
     assert "exited unexpectedly" in msg and "worker 0 (pid %d)" % pid in msg and "SIGSEGV" in msg, msg
+    # torch's signal handler's words too (torch's own test_segfault matches them)
+    assert "DataLoader worker (pid %d) is killed by signal: Segmentation fault. " % pid in msg, msg
     loader.close()
 
 
