@@ -728,12 +728,13 @@ class _Engine:
         n = len(self.socks)
         iterable = self.dl._plan.iterable
         for f in self._firsts(1 if self.spec.batch_seeding else n):
-            index, epoch, seed, batch = f
+            index, epoch, seed, batch, rest = f
             w = batch % n
-            head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, 0 if iterable else 1, _worker.REQ_PROBE,
+            ids = [] if iterable else [index, *rest]
+            head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, len(ids), _worker.REQ_PROBE,
                                     0, 0, epoch, seed, batch, self.base_seed & 0xFFFFFFFFFFFFFFFF, 0)
             try:
-                self.socks[w].sendall(head + (b"" if iterable else index.to_bytes(8, sys.byteorder)))
+                self.socks[w].sendall(head + b"".join(i.to_bytes(8, sys.byteorder) for i in ids))
             except OSError:
                 pass  # it died: said when its reply is read
             self.probes[w] = f
@@ -802,7 +803,7 @@ class _Engine:
         if not self.ready[w]:
             self._wait_ready(w, s, p)
             self.ready[w] = True
-        index, epoch, seed, batch = first
+        index, epoch, seed, batch = first[:4]
         iterable = self.dl._plan.iterable
         what = "its first item" if iterable else "batch %d of epoch %d (samples %d)" % (batch, epoch, index)
         status, payload = self._read_reply(w, s, p, self.dl.timeout, what)
@@ -1512,7 +1513,9 @@ class _NoFill:
 
     def fill_local(self, mv, offsets, indices, epoch, seed, batch_index):
         if indices:
-            self.calls[(epoch, batch_index)] = (indices[0], epoch, seed, batch_index)
+            # (the rest of the batch: where a first sample that raises
+            # leaves the layout to learn, _worker.Filler.probe)
+            self.calls[(epoch, batch_index)] = (indices[0], epoch, seed, batch_index, tuple(indices[1:]))
         return b""
 
 

@@ -239,7 +239,7 @@ class Filler:
         self.kinds = _collate.writer_kinds(t)  # None: no SampleWriter
         self.views = {}
 
-    def probe(self, index, epoch, seed, batch):
+    def probe(self, index, epoch, seed, batch, rest=()):
         """Reads the first sample this worker produces (dataset[index], or
         the first item of this epoch's iterator) and returns the template
         made from it (None: an IterableDataset whose share is empty). The
@@ -271,13 +271,32 @@ class Filler:
                 except BaseException:
                     pass
                 # Raised again where its batch is read, as torch raises it
-                # there (another worker's sample gives the layout).
+                # there; the layout from the batch's next sample that reads.
                 self.kept = (epoch, batch, index, _Raised(e), None)
-                raise
+                s0 = self._layout_sample(rest, epoch, seed)
+                if s0 is None:
+                    raise
+                return make_template(spec, s0)
             finally:
                 _ctx.key = None
             self.kept = (epoch, batch, index, s0, _rng_states() if spec.batch_seeding else None)
         return make_template(spec, s0)
+
+    def _layout_sample(self, rest, epoch, seed):
+        """The first of rest (the batch after a first sample that raised)
+        that reads, only for its layout: torch reads no further in a batch
+        that raised, so the random states are put back after."""
+        states = _rng_states()
+        try:
+            for i in rest:
+                _set_sample(seed, epoch, i)
+                try:
+                    return self.spec.dataset[self.key(epoch, i)]
+                except Exception:
+                    continue
+            return None
+        finally:
+            _set_rng_states(states)
 
     def derive(self, index, epoch, seed, batch):
         """A worker the parent could not send the template (it does not
@@ -679,12 +698,12 @@ def _where(e, batch, epoch):
     return ("dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)), sample
 
 
-def _reply_probe(sock, filler, index, epoch, seed, batch):
+def _reply_probe(sock, filler, index, epoch, seed, batch, rest=()):
     """The template of this worker's first sample, pickled: ("t", template),
     ("none",) for an empty share, or ("local", signature) when it does not
     pickle (the parent then reads the sample itself)."""
     try:
-        t = filler.probe(index, epoch, seed, batch)
+        t = filler.probe(index, epoch, seed, batch, rest)
     except BaseException as e:
         where, sample = _where(e, batch, epoch)
         _reply(sock, REP_ERROR, _error_reply(e, where, sample))
@@ -761,7 +780,7 @@ def _serve(sock, spec, worker_id):
                 filler.t = None
             continue
         if flags & REQ_PROBE:
-            _reply_probe(sock, filler, indices[0] if indices else 0, epoch, seed, batch)
+            _reply_probe(sock, filler, indices[0] if indices else 0, epoch, seed, batch, indices[1:])
             continue
         try:
             if filler.t is None:  # the parent's template did not pickle
