@@ -30,6 +30,9 @@ network), as bench/vs_torch.py and shared/reference/torch_seed_bench.py do.
                                     [--workers 6,14] [--epochs 3] [--rounds 1]
                                     [--seed-runs 10] [--quick]
 
+pinloader is measured with balanced workers (in_order=False), as before
+its default became torch's assignment, so the numbers stay comparable.
+
 Writes DIR/python_workers.json and DIR/python_workers.md (machine, date,
 commit, torch and pinloader versions, every number).
 """
@@ -187,6 +190,9 @@ def torch_loader(ds, batch, workers, **kw):
 
 
 def pl_loader(ds, batch, workers, **kw):
+    # Balanced workers (in_order=False), as these numbers were always
+    # measured; pinloader's default is torch's assignment now.
+    kw.setdefault("in_order", False)
     return pinloader.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
                                 device=DEVICE, **kw)
 
@@ -396,7 +402,7 @@ def part_seed(args, out, root):
     for name, make in (("torch", lambda: torch.utils.data.DataLoader(ds, batch_size=1024, num_workers=6,
                                                                       pin_memory=CUDA)),
                        ("pinloader", lambda: pinloader.DataLoader(ds, batch_size=1024, num_workers=6,
-                                                                  device=DEVICE))):
+                                                                  device=DEVICE, in_order=False))):
         loader = make()
         times = [run_epoch(loader, work_s=0.1, limit=args.limit)[0] for _ in range(args.seed_runs)]
         if hasattr(loader, "close"):

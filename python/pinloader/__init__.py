@@ -17,6 +17,7 @@ through DLPack; a batch goes back to the pool when the last tensor made from
 it is freed. See python/README.md, "Coming from torch".
 """
 import atexit
+import errno
 import itertools
 import os
 import pickle
@@ -24,6 +25,7 @@ import random
 import re
 import select
 import socket
+import signal
 import sys
 import threading
 import types
@@ -171,6 +173,7 @@ def _add_note(exc, note):
 def _new_error(status, message):
     e = Error(message)
     e.status, e.code = status, _C.STATUS.get(status, 0)
+    e.sample_index = e.path = e.errno = e.cuda_error = None  # as a C error without them
     return e
 
 
@@ -468,6 +471,50 @@ def _close_all():
             pass
 
 
+# torch's words when a process runs out of file descriptors.
+_EMFILE_TEXT = ("Too many open files. Communication with the workers is no longer possible. "
+                "Please increase the limit using `ulimit -n` in the shell or change the sharing "
+                "strategy by calling `torch.multiprocessing.set_sharing_strategy('file_system')` "
+                "at the beginning of your code")
+
+
+def _check_worker_number(num_workers):
+    """torch's check_worker_number_rationality: a UserWarning, in torch's
+    words, for more workers than this process may use cores."""
+    if not num_workers:
+        return
+    import warnings
+
+    suggest, cpuset = None, False
+    if hasattr(os, "sched_getaffinity"):
+        try:
+            suggest, cpuset = len(os.sched_getaffinity(0)), True
+        except Exception:
+            pass
+    if suggest is None:
+        suggest = os.cpu_count()
+    if suggest is not None and num_workers <= suggest:
+        return
+    if suggest is None:
+        told = "DataLoader is not able to compute a suggested max number of worker in current system."
+    else:
+        told = ("Our suggested max number of worker in current system is %d%s, which is smaller "
+                "than what this DataLoader is going to create." % (
+                    suggest, "" if cpuset else " (`cpuset` is not taken into account)"))
+    warnings.warn("This DataLoader will create %d worker processes in total. %s Please be aware "
+                  "that excessive worker creation might get DataLoader running slow or even "
+                  "freeze, lower the worker number to avoid potential slowness/freeze if "
+                  "necessary." % (num_workers, told), UserWarning, stacklevel=3)
+
+
+def _keys_folder():
+    """A folder name of this process's own for _worker.Keys (made at its
+    first epoch of keys)."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "pinloader-keys-%d-%s" % (os.getpid(), os.urandom(6).hex()))
+
+
 def _start_worker(p):
     """p.start() with the collector off: a forked child must not collect
     before _after_fork_in_child freezes what it inherited. The parent's own
@@ -522,43 +569,279 @@ class _Engine:
         self.order, self.taken, self.wstates, self.ran_out = None, 0, None, False
         self.first_batch = None  # records the iteration's first batch (_state.FirstBatch)
         plan = dl._plan
-        starting = {}  # workers whose "ready" has not come yet: their sockets
+        self.spec = None
+        self.socks = []  # worker processes' sockets, until the ProcSet takes them
+        self.ready = []
+        self._ld = None  # the C loader; for a Python dataset made at the first next()
+        self._shadow = None  # until then, a loader over nothing (_ShadowLoader) keeps the order
+        self.order = None  # (epoch, indices, starts) given to the shadow
+        self.probes = None  # {worker: first sample asked of it} until the replies are read
+        self.probed = {}  # {worker: its reply}: the layout each made
         if plan.native is not None:
             self.ds = plan.native
             threads = dl.num_workers
         else:
-            # Worker processes are balanced unless in_order=True asks for
-            # torch's assignment (batch k to worker k % num_workers, each
-            # worker's random state running on as in torch); balanced, the
-            # global generators restart every 64 samples of a batch
-            # (_worker.seed_chunk). An
+            # Worker processes get batches as torch assigns them (batch k to
+            # worker k % num_workers, each worker's random state running on
+            # as in torch), unless in_order=False asks for balanced workers:
+            # any idle worker reads the next batch, the global generators
+            # restart every 64 samples of a batch (_worker.seed_chunk). An
             # IterableDataset's batches belong to the worker whose share
             # they are.
-            balanced = dl.worker_mode == "process" and not dl.in_order and not plan.iterable
+            balanced = dl.worker_mode == "process" and dl.in_order is False and not plan.iterable
             spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
                                 plan.iterable, dl.drop_last, batch_seeding=balanced)
             _state.prepare_spec(dl, spec)
+            if plan.unbatched and dl._explicit:
+                spec.keys = _worker.Keys(_keys_folder())
+            self.spec = spec
             if dl.worker_mode == "process":
-                starting = self._start_processes(spec, dl)
+                self._start_processes(spec, dl)
                 threads = dl.num_workers
             else:
-                self.ps = _C.ProcSet([], [], [], _LocalFiller(spec))
+                self._local = _LocalFiller(spec)
+                self.ps = _C.ProcSet([], [], [], self._local)
                 # One iterator must be read in order: one thread at most.
                 threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
+        self.threads = threads
+        self.first_epoch = first_epoch
+        depth = _prefetch(dl.prefetch_factor, threads)
+        self.depth = depth if isinstance(depth, int) else 4 * max(1, threads)
+        if plan.native is not None:
+            extra = {"transforms": dl._xf_specs} if dl._xf_specs else {}
+            self._ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
+
+    @property
+    def ld(self):
+        """The C loader; for a Python dataset before its first batch, the
+        shadow loader (same order and options, over no data): the template
+        comes from the first sample a worker reads (prepare)."""
+        if self._ld is not None:
+            return self._ld
+        if self._shadow is None:
+            if self.closed:
+                raise _new_error("PL_CLOSED", "the loader is closed")
+            self._shadow = _ShadowLoader(self.dl, self.threads, self.first_epoch)
+        return self._shadow.ld
+
+    # -- the first batch: the template, then the C loader
+
+    def prepare(self):
+        """_prepare with Ctrl-C held off: SIGINT while the first sample is
+        read, the workers' "ready" read and the C loader made is raised
+        once that is done (batch 0 then comes at the next next(), nothing
+        lost): an interrupt half-way would leave a probe's reply or a
+        "ready" unread. From a thread other than the main one, as is."""
+        if threading.current_thread() is not threading.main_thread():
+            return self._prepare()
+        got = []
+
+        def held(signum, frame):
+            got.append(signum)
+
         try:
-            if plan.native is None:
-                self.ds = _C.from_workers(self.ps, plan.c_length, plan.c_fields)
-            extra = {"transforms": dl._xf_specs} if plan.native is not None and dl._xf_specs else {}
-            self.ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
-            depth = _prefetch(dl.prefetch_factor, threads)
-            self.depth = depth if isinstance(depth, int) else 4 * max(1, threads)
-            self._finish_start(starting, dl.timeout)
+            old = signal.signal(signal.SIGINT, held)
+        except (ValueError, TypeError):
+            return self._prepare()
+        try:
+            ld = self._prepare()
+        finally:
+            signal.signal(signal.SIGINT, old)
+        if got:
+            if callable(old):
+                old(signal.SIGINT, None)  # the handler that was there (Python's: KeyboardInterrupt)
+            elif old == signal.SIG_DFL:
+                raise KeyboardInterrupt
+        return ld
+
+    def _prepare(self):
+        """At the first next(): the layout of the samples from the first
+        sample read (by the worker that reads it first, as torch's would,
+        or here with num_workers=0), then the C loader made for it, where
+        the shadow stood. Returns the C loader (LoaderIter takes it)."""
+        dl = self.dl
+        plan = dl._plan
+        shadow = self._shadow
+        if shadow is None:
+            self.ld  # noqa: B018 (made: the order of an engine made at iter())
+            shadow = self._shadow
+        state = None
+        if not dl._explicit and not plan.iterable:
+            state = shadow.ld.save_state()
+        epoch = shadow.ld.epoch
+        b = shadow.ld.next()
+        first = shadow.first(b)  # (index, epoch, seed, batch) or None: an empty epoch
+        if first is not None:
+            epoch = first[1]
+        try:
+            if plan.template is None or self.probes:
+                t = self._learn(first)  # (replies to read also when another engine learned it)
+            if plan.template is None:
+                plan.template = t
+                plan.c_fields = [("%d" % f.index, f.c_dtype, f.shape) for f in t.fields]
+                # (batch_size=None: a sample laid out otherwise comes whole.)
+                plan.needs_extra = (t.nobjs > 0 or dl.collate_fn is not None or plan.iterable
+                                    or plan.unbatched)
+            if self.socks:
+                self._send_template()
+                self._make_procset()
+            elif self.spec is not None and self.spec.template is None:
+                self.ps_filler.set_template(plan.template)
+            self.spec.template = plan.template
+            self.ds = _C.from_workers(self.ps, shadow.length, plan.c_fields)
+            opts = dl._loader_options(self.threads, epoch)
+            # The rank the shadow took (from the environment, announced
+            # once), not read again.
+            got = shadow.ld.options
+            opts.update(rank=got["rank"], world_size=got["world_size"])
+            ld = _C.Loader(self.ds, **opts)
+            if state is not None and ld.save_state() != state:
+                # (Only where it moved: loading restarts the stream, and a
+                # batch a worker began would be read twice, its draws too.)
+                ld.load_state(state)
+            elif self.order is not None:
+                _C.set_order(ld, *self.order)
+            self._ld = ld
+            self._finish_start()
         except BaseException:
-            for s in starting.values():
-                s.close()
-            self.close()
+            self.broken = True
             raise
+        finally:
+            if self.socks and self._ld is not None:
+                for sk in self.socks:
+                    sk.close()
+                self.socks = []
+        self._shadow = None
+        shadow.close()
+        return self._ld
+
+    @property
+    def ps_filler(self):
+        return self._local.filler
+
+    def start_probes(self):
+        """At iter(), where torch's workers begin reading: each worker that
+        reads one of the epoch's first batches (torch's assignment: worker
+        w, batch w; an IterableDataset: every worker) is asked to read that
+        batch's first sample and keep it, all at once, so that datasets
+        that wait for their workers (a barrier) wait for nothing else. Its
+        reply, the layout, is read at the first next() (_learn). Balanced
+        workers: worker 0 reads batch 0's first sample alone."""
+        if self._ld is not None or not self.socks or self.probes is not None:
+            return
+        self.probes = {}
+        if self.dl._plan.template is not None:
+            return  # learned by another engine of the loader: sent at _prepare
+        n = len(self.socks)
+        iterable = self.dl._plan.iterable
+        for f in self._firsts(1 if self.spec.batch_seeding else n):
+            index, epoch, seed, batch, rest = f
+            w = batch % n
+            ids = [] if iterable else [index, *rest]
+            head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, len(ids), _worker.REQ_PROBE,
+                                    0, 0, epoch, seed, batch, self.base_seed & 0xFFFFFFFFFFFFFFFF, 0)
+            try:
+                self.socks[w].sendall(head + b"".join(i.to_bytes(8, sys.byteorder) for i in ids))
+            except OSError:
+                pass  # it died: said when its reply is read
+            self.probes[w] = f
+
+    def _firsts(self, want):
+        """(index, epoch, seed, batch) of the epoch's first `want` batches'
+        first samples, from the shadow, which is put back after."""
+        dl, plan = self.dl, self.dl._plan
+        self.ld  # noqa: B018 (the shadow, made)
+        shadow = self._shadow
+        state = shadow.ld.save_state() if not dl._explicit and not plan.iterable else None
+        firsts = []
+        try:
+            while len(firsts) < want:
+                f = shadow.first(shadow.ld.next())
+                if f is None or (firsts and f[1] != firsts[0][1]):
+                    break  # the epoch has fewer batches
+                firsts.append(f)
+        finally:
+            if state is not None:
+                shadow.ld.load_state(state)
+            elif self.order is not None:
+                _C.set_order(shadow.ld, *self.order)
+        return firsts
+
+    def _learn(self, first):
+        """The template: of the first sample, read by the worker that reads
+        it (an IterableDataset: the first worker whose share is not empty);
+        a placeholder for an empty epoch."""
+        dl = self.dl
+        if not self.socks:
+            if first is not None:
+                try:
+                    t = self.ps_filler.probe(*first)
+                except Exception:
+                    t = None  # kept: raised again by its batch, as torch raises it
+                if t is not None:
+                    return t
+            # An empty epoch, as torch's (nothing to take shapes from), or a
+            # first sample that raised: a placeholder layout.
+            return _collate.Template(0)
+        self.start_probes()  # (an iterator made before the loader had one)
+        probes, self.probes = self.probes, {}
+        chosen = None
+        for w in sorted(probes, key=lambda w: probes[w][3]):
+            got = self._probe_reply(w, probes[w])
+            self.probed[w] = got
+            if got[0] == "error":
+                # Its worker raises it again at its batch, as torch's does;
+                # another worker's sample gives the layout.
+                continue
+            if chosen is not None or got[0] == "none":
+                continue
+            if got[0] == "t":
+                chosen = got[1]
+            else:  # does not pickle: read here too
+                index, epoch = probes[w][:2]
+                keys = self.spec.keys
+                chosen = _probe(dl, index if keys is None else keys.get(epoch, index))
+        # Every first sample raised (each raised again by its batch, as
+        # torch's), or an empty epoch: a placeholder layout.
+        return chosen if chosen is not None else _collate.Template(0)
+
+    def _probe_reply(self, w, first):
+        s, p = self.socks[w], self.procs[w]
+        if not self.ready[w]:
+            self._wait_ready(w, s, p)
+            self.ready[w] = True
+        index, epoch, seed, batch = first[:4]
+        iterable = self.dl._plan.iterable
+        what = "its first item" if iterable else "batch %d of epoch %d (samples %d)" % (batch, epoch, index)
+        status, payload = self._read_reply(w, s, p, self.dl.timeout, what)
+        if status != _worker.REP_OK:
+            tl = int.from_bytes(payload[:4], sys.byteorder)
+            return "error", _rebuild(pickle.loads(payload[4 + tl:]), w, p.pid)
+        return pickle.loads(payload)
+
+    def _send_template(self):
+        """The template to every worker but the one that made it (those
+        whose share was empty included); when it does not pickle, its
+        signature, and each worker makes it from its first sample."""
+        t = self.dl._plan.template
+        try:
+            blob = pickle.dumps(("t", t), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(blob)
+        except Exception:
+            blob = pickle.dumps(("sig", _worker.signature(t)))
+        head = _worker.REQ.pack(_worker.REQ_MAGIC, 0, 0, _worker.REQ_TEMPLATE, len(blob), 0,
+                                0, 0, 0, 0, 0)
+        sig = _worker.signature(t)
+        for w, s in enumerate(self.socks):
+            got = self.probed.get(w, ("none",))
+            if self.spec.template is not None or (got[0] == "t" and _worker.signature(got[1]) == sig) \
+                    or (got[0] == "local" and got[1] == sig):
+                continue  # it made the same from its own first sample
+            try:
+                s.sendall(head + blob)
+            except OSError:
+                pass  # a dead worker: the C loader says so at its batch
 
     @property
     def dl(self):
@@ -570,74 +853,82 @@ class _Engine:
     # -- worker processes
 
     def _start_processes(self, spec, dl):
-        """Forks (or spawns) the workers and makes the ProcSet. A worker
-        whose "ready" has not come yet is left starting: the C loader is
-        made meanwhile (no thread of it runs while this process forks), and
-        _finish_start waits for the rest. Returns {worker: socket} of those."""
+        """Forks (or spawns) the workers. Their sockets stay here until the
+        first next(): the first sample is read (prepare), then the ProcSet
+        and the C loader are made."""
         ctx = _mp_context(dl.multiprocessing_context)
         spec.parent_pid = None if ctx.get_start_method() == "forkserver" else os.getpid()
-        socks = []
-        starting = {}
         try:
             for w in range(dl.num_workers):
                 parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.socks.append(parent)
+                self.ready.append(False)
                 p = ctx.Process(target=_worker.worker_main, args=(child, spec, w), daemon=True,
                                 name="pinloader-worker-%d" % w)
-                _start_worker(p)
-                child.close()
+                try:
+                    _start_worker(p)
+                finally:
+                    child.close()
                 self.procs.append(p)
                 _worker_procs.add(p)
-                socks.append(parent)
-            ready = []
-            for w, (s, p) in enumerate(zip(socks, self.procs)):
-                came = bool(_readable([s], 0))
-                if came:
-                    self._wait_ready(w, s, p, dl.timeout)
-                ready.append(bool(came))
-            # A batch may be split over idle workers (the first round of an
-            # iteration) when a chunk writes everything it holds into the
-            # batch memory: no pickled parts, no collate_fn.
-            split = (spec.batch_seeding and spec.collate_fn is None and not spec.unbatched
-                     and spec.template.nobjs == 0)
-            self.ps = _C.ProcSet([s.fileno() for s in socks], [p.sentinel for p in self.procs],
-                                 [p.pid for p in self.procs], balanced=spec.batch_seeding,
-                                 split=split, ready=ready)
-            starting = {w: s for w, s in enumerate(socks) if not ready[w]}
-        except BaseException:
+        except BaseException as e:
+            for sk in self.socks:
+                sk.close()
+            self.socks = []
             self._stop_processes()
+            if isinstance(e, OSError) and e.errno == errno.EMFILE:
+                raise RuntimeError(_EMFILE_TEXT) from None
             raise
-        finally:
-            for w, s in enumerate(socks):
-                if w not in starting:
-                    s.close()  # the ProcSet holds its own copies
-        return starting
 
-    def _finish_start(self, starting, timeout):
+    def _make_procset(self):
+        """The ProcSet over the workers' sockets (its own copies of them).
+        A batch may be split over idle workers (the first round of an
+        iteration) when a chunk writes everything it holds into the batch
+        memory: no pickled parts, no collate_fn."""
+        spec = self.spec
+        for w, s in enumerate(self.socks):
+            if not self.ready[w] and _readable([s], 0):
+                self._wait_ready(w, s, self.procs[w])
+                self.ready[w] = True
+        split = (spec.batch_seeding and spec.collate_fn is None and not spec.unbatched
+                 and self.dl._plan.template.nobjs == 0)
+        self.ps = _C.ProcSet([s.fileno() for s in self.socks], [p.sentinel for p in self.procs],
+                             [p.pid for p in self.procs], balanced=spec.batch_seeding,
+                             split=split, ready=list(self.ready))
+
+    def _finish_start(self):
         """Waits for the workers still starting, each given batches as its
-        "ready" comes (its error, from worker_init_fn, raised here)."""
-        try:
-            for w, s in sorted(starting.items()):
-                self._wait_ready(w, s, self.procs[w], timeout)
+        "ready" comes (its error, from worker_init_fn, raised here). As
+        torch's, timeout= does not limit a worker's start."""
+        for w, s in enumerate(self.socks):
+            if not self.ready[w]:
+                self._wait_ready(w, s, self.procs[w])
+                self.ready[w] = True
                 self.ps.set_ready(w)
-        finally:
-            for s in starting.values():
-                s.close()
 
-    def _wait_ready(self, w, s, p, timeout):
+    def _read_reply(self, w, s, p, timeout, what):
+        """(status, payload) of worker w's next reply. Its death is an
+        Error naming it, its pid, what it was doing and the signal;
+        timeout (seconds, 0: none) is torch's, for a batch."""
         head = b""
         while len(head) < _worker.REP.size:
             r = _readable([s, p.sentinel], timeout or None)
             if not r:
-                raise _new_error("PL_TIMEOUT", "pinloader worker %d (pid %d) did not start within %.1f s"
-                                 % (w, p.pid, timeout))
+                p.kill()
+                raise _new_error("PL_TIMEOUT", "DataLoader timed out after %s seconds: worker %d "
+                                 "(pid %d) did not finish %s and was killed"
+                                 % (self.dl._timeout_text, w, p.pid, what))
             if s.fileno() in r:
-                chunk = s.recv(_worker.REP.size - len(head))
+                try:
+                    chunk = s.recv(_worker.REP.size - len(head))
+                except OSError:
+                    chunk = b""
                 if chunk:
                     head += chunk
                     continue
             p.join(1.0)
-            raise _new_error("PL_CALLBACK", "pinloader worker %d (pid %d) exited while starting%s"
-                             % (w, p.pid, self._exit_text(p)))
+            raise _new_error("PL_CALLBACK", "%spinloader worker %d (pid %d) exited while %s%s"
+                             % (self._torch_death(p), w, p.pid, what, self._exit_text(p)))
         magic, status, n = _worker.REP.unpack(head)
         payload = b""
         while len(payload) < n:
@@ -645,6 +936,10 @@ class _Engine:
             if not chunk:
                 break
             payload += chunk
+        return status, payload
+
+    def _wait_ready(self, w, s, p):
+        status, payload = self._read_reply(w, s, p, 0, "starting")
         if status != _worker.REP_OK:
             tl = int.from_bytes(payload[:4], sys.byteorder)
             report = pickle.loads(payload[4 + tl:])
@@ -658,6 +953,20 @@ class _Engine:
         if code < 0:
             return " (killed by %s)" % _signal_name(-code)
         return " (exit code %d)" % code
+
+    @staticmethod
+    def _torch_death(p):
+        """torch's words for a dead worker, first, for code that matches
+        them (its signal handler's, then its iterator's)."""
+        code = p.exitcode
+        head = ""
+        if code is not None and code < 0:
+            try:
+                name = signal.strsignal(-code) or _signal_name(-code)
+            except ValueError:
+                name = _signal_name(-code)
+            head = "DataLoader worker (pid %d) is killed by signal: %s. " % (p.pid, name)
+        return head + "DataLoader worker (pid(s) %d) exited unexpectedly: " % p.pid
 
     def describe_death(self, w):
         if w >= len(self.procs):
@@ -691,12 +1000,19 @@ class _Engine:
         self.closed = True
         if self.ps is not None:
             self.ps.shutdown()  # loader threads waiting on a worker return
-        ld = getattr(self, "ld", None)
-        if ld is not None:
-            ld.close()
+        if self._ld is not None:
+            self._ld.close()
+        if self._shadow is not None:
+            self._shadow.close()
+            self._shadow = None
+        for sk in self.socks:
+            sk.close()  # EOF: the workers exit
+        self.socks = []
         self._stop_processes()
         if self.ps is not None:
             self.ps.close()
+        if self.spec is not None and self.spec.keys is not None:
+            self.spec.keys.remove()
 
     # -- orders and iteration
 
@@ -722,6 +1038,7 @@ class _Engine:
             guess = None  # the stream does not go on into it (a break, set_epoch)
         _C.reset_iter_state(ld)
         plan = dl._plan
+        went_on = False
         if dl._explicit:
             epoch = self.next_epoch
         elif self.fresh:
@@ -733,11 +1050,18 @@ class _Engine:
             ld.set_epoch(epoch)
         else:
             epoch = ld.epoch  # the stream already went on to it
+            went_on = True
         if self.ps is not None:
             if self.started and not dl.persistent_workers and base_seed is not None:
                 # As a fresh torch worker: reseeded, worker_init_fn again,
                 # at this epoch's first batch.
                 self.ps.set_base_seed(epoch, base_seed & 0xFFFFFFFFFFFFFFFF)
+                if went_on and self.procs and not self.spec.batch_seeding:
+                    # Batches the stream read ahead into this epoch were read
+                    # with the last epoch's random states (torch's fresh
+                    # workers read nothing before iter()): read them again.
+                    self.ps.clear_extras()
+                    ld.set_epoch(epoch)
         self.deferred = None
         if dl._explicit:
             # Each iter() is an epoch (its transforms' draws, its workers'
@@ -761,12 +1085,30 @@ class _Engine:
         already queued early, the guess)."""
         batches, self.trailing = _state.epoch_batches(self, epoch)
         self._tick(0)
+        batches = self._keyed(epoch, batches)
         indices, starts = _order_arrays(batches)
         if guess is None or not guess.matches(epoch, base_seed, indices, starts):
             if self.ps is not None:
                 self.ps.clear_extras()  # of batches never taken
             _C.set_order(self.ld, epoch, indices, starts)  # drops a queued guess
+            if self._ld is None:  # the shadow's: the C loader takes it at its first batch
+                self.order = (epoch, indices, starts)
         self._plan_guess(epoch, len(batches))
+
+    def _keyed(self, epoch, batches):
+        """batch_size=None: a sampler's keys that are not ints (index
+        lists) go to the workers by file (_worker.Keys); the order holds
+        their positions."""
+        keys = self.spec.keys if self.spec is not None else None
+        if keys is None:
+            return batches
+        import numpy as np
+
+        if all(isinstance(b[0], (int, np.integer)) for b in batches):
+            keys.drop(epoch)
+            return batches
+        keys.put(epoch, [b[0] for b in batches])
+        return [[k] for k in range(len(batches))]
 
     def _draw_deferred(self):
         """LoaderIter's check, before each next(): the order a
@@ -796,7 +1138,7 @@ class _Engine:
         dl = self.dl
         if self.extra or dl._user_sampler or not dl._explicit or nbatches == 0 or dl.num_workers == 0:
             return
-        if dl._plan.native is None and (not self.procs or dl.in_order):
+        if dl._plan.native is None and (not self.procs or dl.in_order is not False):
             # A Python dataset read in this process (worker_mode="thread")
             # would run __getitem__ early here, moving torch's generator
             # before iter() draws from it; with in_order=True a dropped
@@ -855,8 +1197,8 @@ class _Engine:
         # weakly): `for b in DataLoader(...)` keeps it while it runs.
         dl = self.dl
         plan = dl._plan
-        inner = (lambda b: b) if raw else self._packer()
         engine = self
+        packer = [(lambda b: b) if raw else None]
 
         def pack(b):
             engine._tick()
@@ -865,6 +1207,9 @@ class _Engine:
                 engine.first_batch = engine.first_batch()  # (None: once)
             if engine.look_at is not None:
                 engine._look_ahead(b)
+            inner = packer[0]
+            if inner is None:  # made with the template, at the first batch
+                inner = packer[0] = engine._packer()
             return inner(b)
 
         def on_end():
@@ -873,9 +1218,31 @@ class _Engine:
 
         check = dl._checker(self)
         if self.deferred is not None:
-            check = self._draw_deferred
+            inner_deferred = check
+
+            def check():
+                engine._draw_deferred()
+                return inner_deferred() if inner_deferred is not None else None
+        if self._ld is None:
+            # The first next() learns the samples' layout and makes the C
+            # loader (prepare); LoaderIter goes on with the loader returned.
+            inner_check = check
+
+            def check():
+                if engine._ld is None:
+                    if engine.deferred is not None:
+                        engine._draw_deferred()  # the shadow's order, first
+                    return engine.prepare()
+                r = inner_check() if inner_check is not None else None
+                # The C loader, each time: the iterator takes it if it still
+                # holds the shadow (a prepare() that raised Ctrl-C after).
+                return engine._ld if r is None else r
         skip = _SKIP if plan.iterable and not raw else None
-        return _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
+        it = _C.LoaderIter(self.ld, pack, check, self._on_error, skip, on_end)
+        it._workers = [_WorkerView(p) for p in self.procs]  # (no cycle through the engine)
+        if self._ld is None and self.socks:
+            self.start_probes()  # torch's workers begin at iter()
+        return it
 
     def _packer(self):
         dl, plan, ps = self.dl, self.dl._plan, self.ps
@@ -909,6 +1276,7 @@ class _Engine:
         # filler (thread mode) is one iterator.
         workers = max(1, dl.num_workers) if self.procs else 1
         engine = self
+        whole = (lambda s: s) if convert is _numpy_from else _default_convert()
 
         def pack(b):
             arrays = [convert(b.field(i)) for i in range(nf)]
@@ -933,6 +1301,8 @@ class _Engine:
                 extras = pickle.loads(raw) if raw else {}
                 return _collate.build_collated(t, t.root, arrays, extras)
             objs = pickle.loads(raw) if raw else [[] for _ in range(t.nobjs)]
+            if isinstance(objs, _collate.Whole):
+                return whole(objs.sample)
             return _collate.build(t, t.root, arrays, objs, collate_obj, unbatched)
 
         return pack
@@ -991,20 +1361,28 @@ class _Engine:
             self.broken = True
             w = int(m.group(1))
             text = msg.replace(m.group(0), "").rstrip() + self.describe_death(w)
+            if w < len(self.procs):
+                text = self._torch_death(self.procs[w]) + text
             text += "; the loader's workers are restarted at the next iteration"
             return _new_error(status, text)
         if status == "PL_TIMEOUT" and self.procs:
             self.broken = True  # the stuck worker is killed: start afresh
+        if status != "PL_TIMEOUT" or self._dl() is None or msg.startswith("DataLoader timed out"):
+            return exc
         m = re.match(r"sample (\d+): still loading after ([0-9.]+) s", msg)
-        if status == "PL_TIMEOUT" and m and self._dl() is not None and self.dl.collate_fn is not None:
+        if m and self.dl.collate_fn is not None:
             # The worker's clock names the last sample it began; with a
             # collate_fn the batch may be past its samples, in collate_fn.
-            e = _new_error(status, "DataLoader timed out after %g seconds: no batch after %s s; "
-                           "the worker is in collate_fn, or in dataset[%s] (the last sample it "
-                           "began)" % (self.dl.timeout, m.group(2), m.group(1)))
-            e.__cause__ = exc
-            return e
-        return exc
+            text = ("no batch after %s s; the worker is in collate_fn, or in dataset[%s] (the "
+                    "last sample it began)" % (m.group(2), m.group(1)))
+        else:
+            text = msg
+        # torch's words first, for code that matches them
+        e = _new_error(status, "DataLoader timed out after %s seconds: %s" % (self.dl._timeout_text, text))
+        for field in ("sample_index", "path", "errno", "cuda_error"):
+            setattr(e, field, getattr(exc, field, None))  # the C error's, as raised
+        e.__cause__ = exc
+        return e
 
 
 # Errors of next() after which the iteration cannot go on: a stall (the
@@ -1012,6 +1390,36 @@ class _Engine:
 # a copy to the device that failed; and any dead worker (engine.broken).
 _ENDS_ITERATION = frozenset(("PL_TIMEOUT", "PL_CLOSED", "PL_BAD_STATE", "PL_CUDA", "PL_NO_DEVICE",
                              "PL_UNSUPPORTED", "PL_NOT_READY"))
+
+
+class _WorkerView:
+    """One worker process as torch's iterators list them in _workers (code
+    written for torch reads pid, join(), is_alive()), also once the loader
+    has closed the Process object (it was joined then)."""
+
+    __slots__ = ("_p", "pid", "name")
+
+    def __init__(self, p):
+        self._p, self.pid, self.name = p, p.pid, p.name
+
+    def join(self, timeout=None):
+        try:
+            self._p.join(timeout)
+        except ValueError:
+            pass  # closed by the loader, after joining it
+
+    def is_alive(self):
+        try:
+            return self._p.is_alive()
+        except ValueError:
+            return False
+
+    @property
+    def exitcode(self):
+        try:
+            return self._p.exitcode
+        except ValueError:
+            return None
 
 
 class _SkipType:
@@ -1038,6 +1446,17 @@ def _default_collate_objects():
     from torch.utils.data import default_collate
 
     return default_collate
+
+
+def _default_convert():
+    """What torch's DataLoader does to a sample with batch_size=None:
+    default_convert (numpy arrays to tensors)."""
+    torch = _torch()
+    if torch is None:
+        return lambda s: s
+    from torch.utils.data._utils.collate import default_convert
+
+    return default_convert
 
 
 class _LocalFiller:
@@ -1073,42 +1492,77 @@ class _Plan:
     needs_extra = False
 
 
-def _probe(dl):
-    """The template of a Python dataset, from one sample read here (with
-    the global random states put back after, so that probing draws nothing
-    from torch's, numpy's or random's generators)."""
+def _probe(dl, index):
+    """The template of dataset[index] read here: only when the one a worker
+    made does not pickle (a class defined in a function), with the global
+    random states put back after, so that it draws nothing from torch's,
+    numpy's or random's generators."""
     import numpy as np
 
     ds = dl.dataset
     torch = _torch()
     states = (random.getstate(), np.random.get_state(), torch.get_rng_state() if torch else None)
     try:
-        _worker._set_sample(0, 0, 0)
         if dl._plan.iterable:
             it = iter(ds)
             try:
                 s0 = next(it)
-            except StopIteration:
-                s0 = None
             finally:
                 del it
         else:
-            if len(ds) == 0:
-                return None  # an empty epoch, as torch's (no sample to take shapes from)
-            s0 = ds[0]
-        if s0 is None and dl._plan.iterable:
-            return None  # an empty IterableDataset
-        if dl.collate_fn is not None and not dl._plan.unbatched and not dl._plan.iterable:
-            return _collate.Template(dl.collate_fn([s0]), batched_probe=True)
-        if dl.collate_fn is not None and dl._plan.unbatched:
-            s0 = dl.collate_fn(s0)
-        return _collate.Template(s0, numbers_are_fields=not dl._plan.unbatched)
+            s0 = ds[index]
+        spec = _worker.Spec(ds, None, dl._plan.c_batch, dl.collate_fn, dl._plan.unbatched, None,
+                            dl.num_workers, 0, dl._plan.iterable)
+        return _worker.make_template(spec, s0)
     finally:
-        _worker._ctx.key = None
         random.setstate(states[0])
         np.random.set_state(states[1])
         if torch is not None:
             torch.set_rng_state(states[2])
+
+
+class _NoFill:
+    """The shadow loader's filler: writes nothing; notes where each batch
+    it was asked for begins (its first sample, epoch, sample seed)."""
+
+    def __init__(self):
+        self.calls = {}
+
+    def fill_local(self, mv, offsets, indices, epoch, seed, batch_index):
+        if indices:
+            # (the rest of the batch: where a first sample that raises
+            # leaves the layout to learn, _worker.Filler.probe)
+            self.calls[(epoch, batch_index)] = (indices[0], epoch, seed, batch_index, tuple(indices[1:]))
+        return b""
+
+
+class _ShadowLoader:
+    """A C loader over no data (one placeholder byte a sample), with the
+    DataLoader's order and options: it stands for a Python dataset's loader
+    until the first batch, whose first sample gives the layout (torch reads
+    nothing before). Its length is the dataset's at iter() time."""
+
+    def __init__(self, dl, threads, epoch):
+        plan = dl._plan
+        self.filler = _NoFill()
+        self.length = _ITERABLE_BATCHES * plan.c_batch if plan.iterable else len(dl.dataset)
+        ds = _C.from_workers(_C.ProcSet([], [], [], self.filler), self.length, [("_", "uint8", ())])
+        # The DataLoader's options (what .options, stats() and report() show
+        # before the first batch), but on the CPU: a byte a sample needs no
+        # pinned memory, nor a device made ready before iteration.
+        opts = dl._loader_options(threads, epoch)
+        opts.update(device="cpu", pin_memory=False)
+        self.ld = _C.Loader(ds, **opts)
+
+    def first(self, b):
+        """(index, epoch, seed, batch) of batch b's first sample; None for
+        no batch (an empty epoch)."""
+        if b is None:
+            return None
+        return self.filler.calls.get((b.epoch, b.index))
+
+    def close(self):
+        self.ld.close()
 
 
 # ---------------------------------------------------------------- DataLoader
@@ -1139,13 +1593,16 @@ class DataLoader(_compat.loader_base()):
                     (None: torchrun's / MPI's environment, else 0 of 1)
       output        'auto' (torch tensors when torch imports, else numpy),
                     'torch', 'numpy', or 'raw' (DLPack exporters)
-      in_order      None (default) or False: any idle worker process reads
-                    the next batch, and the global random generators
-                    restart per batch from (base seed, epoch, batch):
-                    reproducible with any number of workers; True: batch k
-                    goes to worker k % num_workers with torch's per-worker
-                    random streams, exactly as torch. Batches arrive in
-                    order either way.
+      in_order      None (default) or True: batch k goes to worker
+                    k % num_workers with torch's per-worker seeding and
+                    random streams, exactly as torch; False: balanced, any
+                    idle worker process reads the next batch, and the
+                    global random generators restart per batch from (base
+                    seed, epoch, batch): reproducible with any number of
+                    workers, not torch's draws. Batches arrive in order
+                    either way. The dataset is never read in this process:
+                    the samples' layout comes from the first sample a
+                    worker reads (from iter() on, as torch).
       worker_mode   'process' (Python datasets with num_workers > 0: worker
                     processes writing into shared batch memory) or 'thread'
                     (the loader's threads, under the GIL; the default for
@@ -1227,6 +1684,7 @@ class DataLoader(_compat.loader_base()):
         if worker_mode not in (None, "process", "thread"):
             raise ValueError("worker_mode must be 'process' or 'thread', not %r" % (worker_mode,))
         multiprocessing_context = _check_mp_context(multiprocessing_context, num_workers)
+        _check_worker_number(num_workers if not self._auto_workers else 0)
 
         self.dataset = dataset
         self.batch_size = None if batch_size is None else int(batch_size)
@@ -1234,6 +1692,7 @@ class DataLoader(_compat.loader_base()):
         self.collate_fn = collate_fn
         self.drop_last = bool(drop_last)
         self.timeout = float(timeout)
+        self._timeout_text = str(timeout)  # torch's message shows it as given
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
         self.generator = generator
@@ -1298,16 +1757,10 @@ class DataLoader(_compat.loader_base()):
             plan.native_structure, plan.native_keys = dataset._structure, dataset._keys
             plan.native_casts = dict(getattr(dataset, "_casts", {}))
         else:
+            # The samples' layout (plan.template) comes from the first
+            # sample a worker reads (from iter() on): torch reads
+            # nothing of the dataset before (_Engine.start_probes, prepare).
             plan.dataset = dataset
-            t = _probe(self)
-            if t is None:
-                t = _collate.Template(0)  # an empty dataset
-            if not t.fields:  # no array-like leaf: a placeholder field
-                t.fields.append(_collate.Leaf(0, "uint8", (), "_"))
-            plan.template = t
-            plan.c_fields = [("%d" % f.index, f.c_dtype, f.shape) for f in t.fields]
-            plan.needs_extra = t.nobjs > 0 or collate_fn is not None or iterable
-            plan.c_length = _ITERABLE_BATCHES * plan.c_batch if iterable else len(dataset)
         self._next_explicit_epoch = 0
         self._engine = None
         self._extra_engines = []
@@ -1489,6 +1942,18 @@ class DataLoader(_compat.loader_base()):
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self._explicit:
             return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+        eng = self._engine
+        if self._plan.native is None and (eng is None or eng._ld is None):
+            # Before the first batch: the dataset's length now (as torch's
+            # sampler reads it), no worker started for it.
+            if self._closed:
+                raise _new_error("PL_CLOSED", "the loader is closed")
+            epoch = 0 if eng is None else (eng._shadow.ld.epoch if eng._shadow else eng.first_epoch)
+            sh = _ShadowLoader(self, 1, epoch)
+            try:
+                return sh.ld.num_batches
+            finally:
+                sh.close()
         return self._primary().ld.num_batches
 
     def _primary(self, base_seed=None):

@@ -190,6 +190,21 @@ class Mismatch(ValueError):
     pass
 
 
+class Whole:
+    """batch_size=None: a sample not laid out as the first one (torch
+    collates nothing there, so shapes may differ from sample to sample, as
+    a sampler's index lists of different lengths give), sent pickled whole
+    instead of through the batch memory."""
+
+    __slots__ = ("sample",)
+
+    def __init__(self, sample):
+        self.sample = sample
+
+    def __reduce__(self):
+        return (Whole, (self.sample,))
+
+
 def _describe(value):
     a = _array_of(value)
     if a is not None:

@@ -37,6 +37,11 @@ REP = struct.Struct(_W["REP"])
 REQ_MAGIC, REP_MAGIC = _W["REQ_MAGIC"], _W["REP_MAGIC"]
 REQ_RESEED, REQ_PROGRESS = _W["REQ_RESEED"], _W["REQ_PROGRESS"]
 REP_OK, REP_ERROR, REP_PROGRESS = _W["REP_OK"], _W["REP_ERROR"], _W["REP_PROGRESS"]
+# Parent -> worker before the loader's first batch (the C side never sends
+# these): read the first sample and reply with the template made from it
+# (kept, to be the first sample of the first batch); the template, pickled,
+# for the workers that did not probe.
+REQ_PROBE, REQ_TEMPLATE = _W["REQ_PROBE"], _W["REQ_TEMPLATE"]
 # Balanced workers: the global generators restart every CHUNK samples of a
 # batch (seed_chunk), and a batch that the first round of an iteration
 # splits over idle workers is split at these boundaries (wire.h's
@@ -81,9 +86,64 @@ class Spec:
         self.iterable = iterable
         self.drop_last = drop_last
         self.batch_seeding = batch_seeding  # seed_chunk() every CHUNK samples
+        self.keys = None  # Keys: an unbatched sampler's keys that are not ints
         # The loader's process, which a worker checks it is the child of
         # (None: forkserver's workers are the server's children).
         self.parent_pid = None
+
+
+class Keys:
+    """batch_size=None with a sampler that yields what is not an int (an
+    index list, as torch's bulk loading reads dataset[[i, j, k]]): the C
+    order holds each key's position in its epoch, and dataset[key] is read.
+    The parent writes an epoch's keys to a file in a folder of its own
+    (put) before the order that names them; a worker process reads them
+    there (get), again when the file was replaced (set_epoch gives an epoch
+    number new keys). Pickles as its folder's path only."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.epochs = {}  # epoch -> (file identity, keys)
+
+    def __getstate__(self):
+        return {"folder": self.folder, "epochs": {}}
+
+    def _path(self, epoch):
+        return os.path.join(self.folder, "keys-%d" % epoch)
+
+    def put(self, epoch, keys):
+        os.makedirs(self.folder, exist_ok=True)
+        tmp = self._path(epoch) + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(keys, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self._path(epoch))  # whole, for a worker reading it
+
+    def drop(self, epoch):
+        """The epoch's order holds plain indices: no file for it."""
+        try:
+            os.unlink(self._path(epoch))
+        except OSError:
+            pass
+
+    def get(self, epoch, position):
+        """The key at position of epoch's order; position itself when the
+        epoch has no keys file (its order holds plain indices)."""
+        try:
+            st = os.stat(self._path(epoch))
+        except OSError:
+            return position
+        ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+        got = self.epochs.get(epoch)
+        if got is None or got[0] != ident:
+            with open(self._path(epoch), "rb") as f:
+                got = (ident, pickle.load(f))
+            self.epochs = {epoch: got}  # one epoch at a time is read
+        return got[1][position]
+
+    def remove(self):
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _text_of(exc):
@@ -161,14 +221,117 @@ class Filler:
     def __init__(self, spec, worker_id):
         self.spec = spec
         self.worker_id = worker_id
-        self.t = spec.template
         self.maps = {}  # buffer id -> (mmap, fd_bytes)
+        self.t = self.kinds = None
         self.views = {}  # (buffer id, offsets) -> ([ndarray per field], their SampleWriter)
-        self.kinds = _collate.writer_kinds(self.t)  # None: no SampleWriter
+        if spec.template is not None:
+            self.set_template(spec.template)
+        self.check = None  # ("sig", signature): derive the template, compare
+        self.kept = None  # (epoch, batch, index, sample, rng states): the probed sample
+        self.pushback = []  # IterableDataset: the probed item, first of this epoch's share
         self.seeded = None
+        self.last = None  # (epoch, batch) of the last request since seeded
         self.progress = None  # report(sample) with a loader timeout
         self.iterator = None  # IterableDataset: this epoch's (False: ran out)
         self.iter_epoch = None
+
+    # -- the template: learned from the first sample, not before
+
+    def set_template(self, t):
+        self.t = t
+        self.kinds = _collate.writer_kinds(t)  # None: no SampleWriter
+        self.views = {}
+
+    def probe(self, index, epoch, seed, batch, rest=()):
+        """Reads the first sample this worker produces (dataset[index], or
+        the first item of this epoch's iterator) and returns the template
+        made from it (None: an IterableDataset whose share is empty). The
+        sample is kept, and the random states after reading it: it is the
+        first sample of the first batch, read once, as torch reads it."""
+        spec = self.spec
+        if spec.iterable:
+            self.iterator, self.iter_epoch = False, epoch  # (__iter__ raising: nothing more)
+            try:
+                # A DataPipe is seeded and sharded here first, as torch's;
+                # a restored worker starts from its saved state.
+                restored = _state.resumes_here(self, epoch, batch)
+                self.iterator = _state.start_iterator(self, epoch, _compat.start_iterator, restored)
+                if self.iterator is False:
+                    return None  # its share had ended when the state was saved
+                s0 = next(self.iterator)
+            except StopIteration:
+                self.iterator = False
+                return None
+            except BaseException as e:
+                self.pushback = [_Raised(e)]  # raised again at this worker's first batch
+                raise
+            self.pushback = [s0]
+        else:
+            if spec.batch_seeding:
+                seed_chunk(spec.base_seed, epoch, batch, 0)
+            _set_sample(seed, epoch, index)
+            try:
+                s0 = spec.dataset[self.key(epoch, index)]
+            except BaseException as e:
+                try:
+                    e._pinloader_sample = index
+                except BaseException:
+                    pass
+                # Raised again where its batch is read, as torch raises it
+                # there; the layout from the batch's next sample that reads.
+                self.kept = (epoch, batch, index, _Raised(e), None)
+                s0 = self._layout_sample(rest, epoch, seed)
+                if s0 is None:
+                    raise
+                return make_template(spec, s0)
+            finally:
+                _ctx.key = None
+            self.kept = (epoch, batch, index, s0, _rng_states() if spec.batch_seeding else None)
+        return make_template(spec, s0)
+
+    def _layout_sample(self, rest, epoch, seed):
+        """The first of rest (the batch after a first sample that raised)
+        that reads, only for its layout: torch reads no further in a batch
+        that raised, so the random states are put back after."""
+        states = _rng_states()
+        try:
+            for i in rest:
+                _set_sample(seed, epoch, i)
+                try:
+                    return self.spec.dataset[self.key(epoch, i)]
+                except Exception:
+                    continue
+            return None
+        finally:
+            _set_rng_states(states)
+
+    def derive(self, index, epoch, seed, batch):
+        """A worker the parent could not send the template (it does not
+        pickle: a class defined in a function) makes it from its own first
+        sample, and checks its layout is the parent's."""
+        t = self.probe(index, epoch, seed, batch)
+        if t is None or signature(t) != self.check[1]:
+            raise _collate.Mismatch("worker %d's first sample (%s) is not laid out as the first "
+                                    "sample's" % (self.worker_id, "dataset[%d]" % index))
+        self.set_template(t)
+
+    def _kept(self, epoch, batch, index):
+        """The probed sample when it is dataset[index] of this batch (its
+        random states put back: as if read just now), else None."""
+        kept = self.kept
+        if kept is None or kept[:3] != (epoch, batch, index):
+            return None  # (kept for its batch: the loader's threads share one filler)
+        self.kept = None
+        if isinstance(kept[3], _Raised):
+            raise kept[3].exc
+        if self.spec.batch_seeding:
+            # Balanced: the chunk's generators restart before its first
+            # sample; put back where reading it left them. (Otherwise
+            # nothing drew since: a worker process reads one batch at a
+            # time, and the loader's threads of worker_mode="thread" may
+            # have drawn meanwhile, which must stand.)
+            _set_rng_states(kept[4])
+        return kept[3]
 
     # -- views of the batch memory
 
@@ -217,7 +380,23 @@ class Filler:
 
     # -- seeding, as torch's workers
 
+    def key(self, epoch, i):
+        """What dataset[] is given for index i of epoch's order."""
+        return i if self.spec.keys is None else self.spec.keys.get(epoch, i)
+
+    def must_reseed(self, base_seed, epoch, batch):
+        """A request flagged REQ_RESEED: reseed (as a fresh torch worker)
+        for a new base seed, and, with torch's assignment, also for a batch
+        not after the last one read: the epoch's stream was restarted (its
+        first batches read ahead before iter() are read again), and what
+        the stale read drew must not stand."""
+        if self.seeded != base_seed:
+            return True
+        return not self.spec.batch_seeding and self.last is not None and (epoch, batch) <= self.last
+
     def reseed(self, base_seed):
+        self.kept = None  # read under the old seed
+        self.last = None
         seed_worker(base_seed, self.worker_id)
         self.seeded = base_seed
         _set_worker_info(self.worker_id, self.spec.num_workers, base_seed + self.worker_id,
@@ -241,14 +420,19 @@ class Filler:
             if spec.unbatched:
                 i = indices[0]
                 current[0] = i
-                if reseed:
-                    seed_chunk(spec.base_seed, epoch, batch_index, 0)
-                _set_sample(seed, epoch, i)
-                s = ds[i]
+                s = self._kept(epoch, batch_index, i) if self.kept else None
+                if s is None:
+                    if reseed:
+                        seed_chunk(spec.base_seed, epoch, batch_index, 0)
+                    _set_sample(seed, epoch, i)
+                    s = ds[self.key(epoch, i)]
                 if spec.collate_fn is not None:
                     s = spec.collate_fn(s)
                 objs = [[] for _ in range(t.nobjs)]
-                _collate.write_sample(t, t.root, s, 0, views, objs, "dataset[%d]" % i)
+                try:
+                    _collate.write_sample(t, t.root, s, 0, views, objs, "dataset[%r]" % (self.key(epoch, i),))
+                except _collate.Mismatch:
+                    return _collate.dumps(_collate.Whole(s))
                 return _collate.dumps(objs) if t.nobjs else b""
             report = self.progress
             if spec.collate_fn is None:
@@ -257,6 +441,12 @@ class Filler:
                     current[0] = i
                     if report is not None:
                         report(i)
+                    if k == 0 and self.kept:
+                        s = self._kept(epoch, batch_index, i)
+                        if s is not None:
+                            if writer is None or not writer.write(s, k):
+                                _collate.write_sample(t, t.root, s, k, views, objs, "dataset[%d]" % i)
+                            continue
                     if reseed and (k % CHUNK == 0 or k == first):
                         seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                     _set_sample(seed, epoch, i)
@@ -269,6 +459,11 @@ class Filler:
                 current[0] = i
                 if report is not None:
                     report(i)
+                if k == 0 and self.kept:
+                    s = self._kept(epoch, batch_index, i)
+                    if s is not None:
+                        samples.append(s)
+                        continue
                 if reseed and k % CHUNK == 0:
                     seed_chunk(spec.base_seed, epoch, batch_index, k // CHUNK)
                 _set_sample(seed, epoch, i)
@@ -298,10 +493,15 @@ class Filler:
             # A DataPipe is seeded and sharded here first, as torch's.
             self.iterator = _state.start_iterator(self, epoch, _compat.start_iterator, restored)
             self.iter_epoch = epoch
+            self.pushback = []  # (a probe's item: read again from the restored state)
         want = 1 if spec.unbatched else n
         samples = []
+        pushed, self.pushback = self.pushback if self.iter_epoch == epoch else [], []
+        if pushed and isinstance(pushed[0], _Raised):
+            raise pushed[0].exc
+        samples.extend(pushed)
         if self.iterator is not False:
-            for _ in range(want):
+            for _ in range(want - len(samples)):
                 try:
                     samples.append(next(self.iterator))
                 except StopIteration:
@@ -327,6 +527,50 @@ class Filler:
 
 class _Exhausted(Exception):
     pass
+
+
+class _Raised:
+    """A first sample's read that raised, kept as the sample would be."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def make_template(spec, s0):
+    """The template of sample s0 (a collate_fn's output over [s0] with a
+    collate_fn and batches), with a placeholder field when it has no
+    array-like leaf."""
+    if spec.collate_fn is not None and not spec.unbatched and not spec.iterable:
+        t = _collate.Template(spec.collate_fn([s0]), batched_probe=True)
+    else:
+        if spec.collate_fn is not None and spec.unbatched:
+            s0 = spec.collate_fn(s0)
+        t = _collate.Template(s0, numbers_are_fields=not spec.unbatched)
+    if not t.fields:
+        t.fields.append(_collate.Leaf(0, "uint8", (), "_"))
+    return t
+
+
+def signature(t):
+    """What of a template must agree between the parent and a worker."""
+    return ([(f.c_dtype, f.shape) for f in t.fields], [(f.c_dtype, f.shape) for f in t.empty],
+            t.nobjs, repr(t.root))
+
+
+def _rng_states():
+    torch = sys.modules.get("torch")
+    return (random.getstate(), np.random.get_state(),
+            torch.get_rng_state() if torch is not None else None)
+
+
+def _set_rng_states(states):
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch = sys.modules.get("torch")
+    if torch is not None and states[2] is not None:
+        torch.set_rng_state(states[2])
 
 
 def seed_worker(base_seed, worker_id):
@@ -464,6 +708,28 @@ def _where(e, batch, epoch):
     return ("dataset[%d]" % sample if sample is not None else "batch %d of epoch %d" % (batch, epoch)), sample
 
 
+def _reply_probe(sock, filler, index, epoch, seed, batch, rest=()):
+    """The template of this worker's first sample, pickled: ("t", template),
+    ("none",) for an empty share, or ("local", signature) when it does not
+    pickle (the parent then reads the sample itself)."""
+    try:
+        t = filler.probe(index, epoch, seed, batch, rest)
+    except BaseException as e:
+        where, sample = _where(e, batch, epoch)
+        _reply(sock, REP_ERROR, _error_reply(e, where, sample))
+        return
+    if t is None:
+        payload = pickle.dumps(("none",))
+    else:
+        filler.set_template(t)
+        try:
+            payload = pickle.dumps(("t", t), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.loads(payload)
+        except BaseException:
+            payload = pickle.dumps(("local", signature(t)))
+    _reply(sock, REP_OK, payload)
+
+
 def worker_main(sock, spec, worker_id):
     """A worker process: set up as torch's workers are, then serve batch
     requests until the parent closes the socket (or dies). The parent gone
@@ -515,11 +781,28 @@ def _serve(sock, spec, worker_id):
         if req is None:
             return  # the parent closed the loader, or died
         (flags, buf_id, fd_bytes, epoch, seed, batch, base_seed, first), offsets, indices, fd = req
+        if flags & REQ_TEMPLATE:
+            got = pickle.loads(_recv_exact(sock, buf_id) or b"")
+            if got[0] == "t":
+                filler.set_template(got[1])
+            else:  # it does not pickle: each worker makes it, compared with its signature
+                filler.check = got
+                filler.t = None
+            continue
+        if flags & REQ_PROBE:
+            _reply_probe(sock, filler, indices[0] if indices else 0, epoch, seed, batch, indices[1:])
+            continue
         try:
-            if flags & REQ_RESEED and filler.seeded != base_seed:
+            if filler.t is None:  # the parent's template did not pickle
+                filler.derive(indices[0], epoch, seed, batch)
+            if len(offsets) != len(filler.t.fields):
+                raise RuntimeError("pinloader worker %d: %d fields in the batch, %d in its template"
+                                   % (worker_id, len(offsets), len(filler.t.fields)))
+            if flags & REQ_RESEED and filler.must_reseed(base_seed, epoch, batch):
                 filler.reseed(base_seed)
                 if spec.worker_init_fn is not None:
                     spec.worker_init_fn(worker_id)
+            filler.last = (epoch, batch)
             views, writer = filler.views_for(buf_id, fd, fd_bytes, offsets)
             filler.progress = (lambda i: sock.sendall(REP.pack(REP_MAGIC, REP_PROGRESS, i))) \
                 if flags & REQ_PROGRESS else None

@@ -29,6 +29,7 @@ typedef struct {
   PyObject *skip;     /* pack returned this: a batch with nothing in it */
   PyObject *on_end;   /* on_end(): the epoch ran to its end (StopIteration) */
   PyObject *weakrefs;
+  PyObject *workers; /* _workers: the worker processes, as torch's iterators have */
   int mid_epoch;
   int resumable;
   int ended;
@@ -42,6 +43,7 @@ static void it_dealloc(LoaderIterObject *self) {
   Py_CLEAR(self->on_error);
   Py_CLEAR(self->skip);
   Py_CLEAR(self->on_end);
+  Py_CLEAR(self->workers);
   if (self->weakrefs)
     PyObject_ClearWeakRefs((PyObject *)self);
   Py_TYPE(self)->tp_free((PyObject *)self);
@@ -152,7 +154,13 @@ static PyObject *it_next_inner(LoaderIterObject *self) {
     PyObject *r = PyObject_CallNoArgs(self->check);
     if (!r)
       return NULL;
-    Py_DECREF(r);
+    /* A Python dataset's C loader is made at the first next(), once the
+     * first sample gave the layout: check() returns it, and this iterator
+     * goes on with it (the loader it was made with stood in until then). */
+    if (PyObject_TypeCheck(r, &LoaderType) && r != (PyObject *)self->loader)
+      Py_SETREF(self->loader, (LoaderObject *)r);
+    else
+      Py_DECREF(r);
   }
   for (;;) {
     PyObject *item = it_next_one(self);
@@ -216,6 +224,8 @@ static PyMemberDef it_members[] = {
      "the epoch ended (StopIteration)"},
     {"busy", T_INT, offsetof(LoaderIterObject, busy), READONLY,
      "a next() is running"},
+    {"_workers", T_OBJECT, offsetof(LoaderIterObject, workers), 0,
+     "the worker processes (torch's iterators name theirs so; None: none)"},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject LoaderIterType = {

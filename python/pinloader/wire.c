@@ -183,6 +183,8 @@ int pl_py_init_wire(PyObject *m) {
       add_int(d, "REP_MAGIC", REP_MAGIC) < 0 ||
       add_int(d, "REQ_RESEED", REQ_RESEED) < 0 ||
       add_int(d, "REQ_PROGRESS", REQ_PROGRESS) < 0 ||
+      add_int(d, "REQ_PROBE", REQ_PROBE) < 0 ||
+      add_int(d, "REQ_TEMPLATE", REQ_TEMPLATE) < 0 ||
       add_int(d, "REP_OK", REP_OK) < 0 ||
       add_int(d, "REP_ERROR", REP_ERROR) < 0 ||
       add_int(d, "REP_PROGRESS", REP_PROGRESS) < 0 ||

@@ -20,6 +20,11 @@
 
 /* req_head.flags */
 enum { REQ_RESEED = 1, REQ_PROGRESS = 2 };
+/* Python's parent to its workers only, before the loader's first batch
+ * (never sent from C, declared here so that no flag is taken twice):
+ * read the first sample and reply with the template made from it;
+ * the template, pickled, for the workers that did not probe. */
+enum { REQ_PROBE = 4, REQ_TEMPLATE = 8 };
 /* rep_head.status. REP_PROGRESS: "reading sample `len` now" (with a
  * timeout), then more. */
 enum { REP_OK = 0, REP_ERROR = 1, REP_PROGRESS = 3 };

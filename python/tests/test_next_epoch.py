@@ -218,7 +218,8 @@ def wait_for(cond, what, limit_s=120.0):
 
 @pytest.mark.parametrize("n, drop_last", [(64, False), (67, True), (67, False)])
 def test_workers_read_the_next_epoch_before_iter(n, drop_last):
-    """After an epoch, before iter(), the workers have read the next
+    """Balanced workers (in_order=False; torch's assignment reads nothing
+    ahead): after an epoch, before iter(), the workers have read the next
     epoch's first batches (torch's order for them); when the guess holds,
     no sample is read more often than torch's epochs hold it, and what was
     read ahead is a whole prefix of the next epoch's batches, the prefetch
@@ -235,9 +236,10 @@ def test_workers_read_the_next_epoch_before_iter(n, drop_last):
     ds = D.Counted(n)
     torch.manual_seed(2)
     loader = pinloader.DataLoader(ds, batch_size=bs, shuffle=True, drop_last=drop_last,
-                                  num_workers=2, prefetch_factor=2, multiprocessing_context="fork")
+                                  num_workers=2, prefetch_factor=2, multiprocessing_context="fork",
+                                  in_order=False)
     depth = 4  # batches in flight (2 per worker): those read ahead
-    probed = ds.counts()  # the loader's probe of sample 0, in this process
+    probed = ds.counts()  # (nothing: the dataset is read in the workers only)
 
     def counts():
         return [c - p for c, p in zip(ds.counts(), probed)]

@@ -96,6 +96,8 @@ def test_stuck_getitem_close_and_exit():
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "first [[0, 0, 0, 0], [1, 1, 1, 1]]"
-    assert lines[1].startswith("error sample 3: still loading after ") and "(timeout 0.3 s)" in lines[1]
+    # torch's words first ("DataLoader timed out after 0.3 seconds"), then which sample
+    assert lines[1].startswith("error DataLoader timed out after 0.3 seconds: sample 3: still "
+                               "loading after ") and "(timeout 0.3 s)" in lines[1]
     assert lines[2] == "no error"
     assert lines[3] == "closed"

@@ -163,14 +163,14 @@ def test_worker_seeds_and_info_match_torch():
 
 
 def test_balanced_workers_random_streams_are_reproducible():
-    """The default: the global generators restart per batch from (base
-    seed, epoch, batch), so the augmentations are the same with 2 or 3
+    """Balanced workers (in_order=False): the global generators restart per
+    batch from (base seed, epoch, batch), so the augmentations are the same with 2 or 3
     workers and from run to run (torch.manual_seed), differ between
     batches, and differ between epochs."""
     runs = []
     for w in (2, 3, 2):
         torch.manual_seed(4)
-        loader = pinloader.DataLoader(D.GlobalRandom(), batch_size=4, num_workers=w)
+        loader = pinloader.DataLoader(D.GlobalRandom(), batch_size=4, num_workers=w, in_order=False)
         runs.append([[b[k].tolist() for k in range(4)] for _ in range(2) for b in loader])
         loader.close()
     assert runs[0] == runs[1] == runs[2]

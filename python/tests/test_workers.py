@@ -48,35 +48,73 @@ def test_start_methods_load_and_raise_as_themselves(method):
     loader.close()
 
 
-def slow_init(worker_id):
-    time.sleep(0.3 if worker_id == 2 else 0)
-    if worker_id == 2 and os.environ.get("PL_TEST_INIT_FAILS"):
+# A shared page (fork workers inherit it): [0] sample 0 was read, [1]
+# worker 2 entered worker_init_fn, [2] the parent lets worker 2 go on.
+_gate = None
+
+
+def gated_init(worker_id):
+    if worker_id != 2:
+        return
+    _gate[1] = 1
+    while _gate[2] == 0:  # waits for the parent's byte (an event), not for a time
+        time.sleep(0.001)
+    if os.environ.get("PL_TEST_INIT_FAILS"):
         raise OSError("worker 2 could not start")
 
 
+class MarksFirst(D.Indexed):
+    def __getitem__(self, i):
+        if i == 0:
+            _gate[0] = 1
+        return super().__getitem__(i)
+
+
+def _release_after_sample_0():
+    def go():
+        while _gate[0] == 0:
+            time.sleep(0.001)
+        _gate[2] = 1
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
 def test_loader_made_while_a_worker_still_starts(monkeypatch):
-    """The C loader is made once every worker is forked, not once every one
-    is ready: a worker still starting (here worker 2, 0.3 s in
-    worker_init_fn) gets no batch until its "ready" is read, and its error
-    is raised by iter() as before, nothing left running."""
+    """iter() waits for no worker (each begins its first batch's first
+    sample when it is ready, as torch's workers begin at iter()); worker 2
+    is still in its worker_init_fn (let go only once sample 0 is read)
+    while worker 0 reads: no deadlock, no "ready" lost (batches 2, 5, 8
+    are worker 2's: all 40 come), and its error reaches the consumer,
+    nothing left running."""
+    import mmap
     import multiprocessing
 
-    loader = pinloader.DataLoader(D.Indexed(40), batch_size=4, num_workers=3,
-                                  worker_init_fn=slow_init, output="numpy")
-    t0 = time.monotonic()
-    assert ids(loader) == list(range(40))
-    assert time.monotonic() - t0 >= 0.3  # iter() waited for worker 2
-    loader.close()
-    monkeypatch.setenv("PL_TEST_INIT_FAILS", "1")
-    before = {p.pid for p in multiprocessing.active_children()}  # other tests' loaders
-    loader = pinloader.DataLoader(D.Indexed(40), batch_size=4, num_workers=3,
-                                  worker_init_fn=slow_init, output="numpy")
-    with pytest.raises(OSError, match="worker 2 could not start"):
-        iter(loader)
-    left = [p for p in multiprocessing.active_children()
-            if p.pid not in before and p.name.startswith("pinloader-worker")]
-    assert left == []
-    loader.close()
+    global _gate
+    for fails in (False, True):
+        _gate = mmap.mmap(-1, 3, flags=mmap.MAP_SHARED)
+        if fails:
+            monkeypatch.setenv("PL_TEST_INIT_FAILS", "1")
+        before = {p.pid for p in multiprocessing.active_children()}  # other tests' loaders
+        loader = pinloader.DataLoader(MarksFirst(40), batch_size=4, num_workers=3,
+                                      worker_init_fn=gated_init, output="numpy",
+                                      multiprocessing_context="fork")
+        it = iter(loader)
+        while _gate[1] == 0:  # worker 2 is in worker_init_fn, held there
+            time.sleep(0.001)
+        assert _gate[2] == 0  # iter() returned: it waited for no worker
+        t = _release_after_sample_0()
+        if not fails:
+            assert ids(it) == list(range(40))
+        else:
+            with pytest.raises(OSError, match="worker 2 could not start"):
+                list(it)
+        t.join()
+        loader.close()
+        left = [p for p in multiprocessing.active_children()
+                if p.pid not in before and p.name.startswith("pinloader-worker")]
+        assert left == []
 
 
 def test_worker_init_fn_exception_reaches_the_consumer():
@@ -344,9 +382,9 @@ def _read_n(fd, n):
 
 
 def test_parent_killed_with_busy_workers_leaves_no_orphan():
-    # The workers say when they are inside __getitem__ (a byte each on a
-    # pipe; was a 0.5 s sleep), where they stay: only their parent's death
-    # can end them.
+    # A worker says when it is inside __getitem__ (a byte each on a pipe;
+    # was a 0.5 s sleep), where it stays: only its parent's death can end
+    # it; the idle one too.
     r, w = os.pipe()
     code = textwrap.dedent("""
         import sys
@@ -362,7 +400,9 @@ def test_parent_killed_with_busy_workers_leaves_no_orphan():
     os.close(w)
     try:
         pids = [int(x) for x in p.stdout.readline().split()]
-        assert _read_n(r, 2) == b"xx"  # both workers are inside __getitem__
+        # Worker 0 is inside __getitem__ (the first next() has it read the
+        # first sample alone, for the samples' layout); worker 1 waits idle.
+        assert _read_n(r, 1) == b"x"
     finally:
         os.close(r)
     assert all(_alive(x) for x in pids)
@@ -498,11 +538,11 @@ class SlowWorkerZero:
 
 
 @pytest.mark.parametrize("seed", [None, 3])
-def test_balanced_by_default_and_in_order_true_is_torch_round_robin(seed):
+def test_torch_round_robin_by_default_and_in_order_false_is_balanced(seed):
     pytest.importorskip("torch")
     kw = dict(batch_size=2, shuffle=True, num_workers=2, output="numpy")
     got = {}
-    for in_order in (True, None):
+    for in_order in (None, False):
         if seed is None:
             import torch
 
@@ -511,16 +551,16 @@ def test_balanced_by_default_and_in_order_true_is_torch_round_robin(seed):
         batches = [(b[0].tolist(), b[1].tolist()) for b in loader]
         loader.close()
         got[in_order] = batches
-    same_order = [s for s, _ in got[True]]
-    assert [s for s, _ in got[None]] == same_order  # the same samples, in order
+    same_order = [s for s, _ in got[None]]
+    assert [s for s, _ in got[False]] == same_order  # the same samples, in order
     assert sorted(i for b in same_order for i in b) == list(range(80))
-    for s, w in got[True] + got[None]:
+    for s, w in got[None] + got[False]:
         assert w[0] == w[1]  # a batch is read by one worker
     by_worker = lambda run: [sum(w[0] == k for _, w in run) for k in (0, 1)]
-    assert by_worker(got[True]) == [20, 20]  # batch k on worker k % 2, as torch
-    rr = [w[0] for _, w in got[True]]
+    assert by_worker(got[None]) == [20, 20]  # batch k on worker k % 2, as torch
+    rr = [w[0] for _, w in got[None]]
     assert rr == [k % 2 for k in range(40)]
-    zero, one = by_worker(got[None])
+    zero, one = by_worker(got[False])
     # Worker 0 takes 40 ms a batch, worker 1 about 1: it reads every batch
     # but those worker 0 holds; the prefetch window (4 batches) bounds
     # how far ahead it runs, so worker 0 still gets one in five or so.
