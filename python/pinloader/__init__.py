@@ -574,7 +574,7 @@ class _Engine:
         self.ready = []
         self._ld = None  # the C loader; for a Python dataset made at the first next()
         self._shadow = None  # until then, a loader over nothing (_ShadowLoader) keeps the order
-        self.order = None  # (epoch, indices, starts) given to the shadow
+        self.shadow_order = None  # (epoch, indices, starts) given to the shadow
         self.probes = None  # {worker: first sample asked of it} until the replies are read
         self.probed = {}  # {worker: its reply}: the layout each made
         if plan.native is not None:
@@ -700,8 +700,8 @@ class _Engine:
                 # (Only where it moved: loading restarts the stream, and a
                 # batch a worker began would be read twice, its draws too.)
                 ld.load_state(state)
-            elif self.order is not None:
-                _C.set_order(ld, *self.order)
+            elif self.shadow_order is not None:
+                _C.set_order(ld, *self.shadow_order)
             self._ld = ld
             self._finish_start()
         except BaseException:
@@ -764,8 +764,8 @@ class _Engine:
         finally:
             if state is not None:
                 shadow.ld.load_state(state)
-            elif self.order is not None:
-                _C.set_order(shadow.ld, *self.order)
+            elif self.shadow_order is not None:
+                _C.set_order(shadow.ld, *self.shadow_order)
         return firsts
 
     def _learn(self, first):
@@ -1092,7 +1092,7 @@ class _Engine:
                 self.ps.clear_extras()  # of batches never taken
             _C.set_order(self.ld, epoch, indices, starts)  # drops a queued guess
             if self._ld is None:  # the shadow's: the C loader takes it at its first batch
-                self.order = (epoch, indices, starts)
+                self.shadow_order = (epoch, indices, starts)
         self._plan_guess(epoch, len(batches))
 
     def _keyed(self, epoch, batches):

@@ -649,7 +649,9 @@ def _load_iterable(dl, st):
         dl._engine.close()
         dl._engine = None
     eng = dl._primary(st.get(BASE_SEED))
-    dl._pl_resume = None
+    # dl._pl_resume stays until prepare_spec takes it: a Python dataset's
+    # workers' Spec is made at the first next() (the layout comes from a
+    # worker's first sample), after this.
     eng.ld.load_state(st["state"])
     _C.reset_iter_state(eng.ld)
     if finished:
@@ -664,7 +666,9 @@ def _load_iterable(dl, st):
 def prepare_spec(dl, spec):
     """_Engine: a restore's worker states travel with the workers' Spec."""
     pending = getattr(dl, "_pl_resume", None)
-    spec.pl_resume = pending if pending is not None and pending.get("kind") == "iterable" else None
+    spec.pl_resume = None
+    if pending is not None and pending.get("kind") == "iterable":
+        spec.pl_resume, dl._pl_resume = pending, None
 
 
 # ---------------------------------------------------------------- time to the first batch

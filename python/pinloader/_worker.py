@@ -253,9 +253,11 @@ class Filler:
             self.iterator, self.iter_epoch = False, epoch  # (__iter__ raising: nothing more)
             try:
                 # A DataPipe is seeded and sharded here first, as torch's;
-                # a restored worker starts from its saved state.
+                # a worker of a restored stream starts from its saved state
+                # (and its first fill goes on from here, not again from it).
                 restored = _state.resumes_here(self, epoch, batch)
                 self.iterator = _state.start_iterator(self, epoch, _compat.start_iterator, restored)
+                self.probe_restored = (epoch, batch) if restored else None
                 if self.iterator is False:
                     return None  # its share had ended when the state was saved
                 s0 = next(self.iterator)
@@ -489,6 +491,9 @@ class Filler:
         has run out for the epoch."""
         spec, t = self.spec, self.t
         restored = _state.resumes_here(self, epoch, batch)  # load_state_dict's workers
+        if restored and getattr(self, "probe_restored", None) == (epoch, batch):
+            restored = False  # the probe began it from the saved state: its item is kept
+        self.probe_restored = None
         if restored or self.iterator is None or self.iter_epoch != epoch:
             # A DataPipe is seeded and sharded here first, as torch's.
             self.iterator = _state.start_iterator(self, epoch, _compat.start_iterator, restored)
