@@ -1669,18 +1669,22 @@ class DataLoader(_compat.loader_base()):
         elif batch_size is None and drop_last:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
+        # The options that reach the C loader as given, by the C table's
+        # names: one dict, built here once and passed unchanged to the check
+        # and to every loader (_loader_options adds those worked out there).
+        self._options = {OPTION_NAMES[k]: v for k, v in dict(
+            non_blocking=non_blocking, pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
+            direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
+            world_size=world_size, timeout=timeout, log_level=log_level, cpu_budget=cpu_budget,
+            replay_batches=replay_batches, replay_after=replay_after, timings=timings).items()}
         # The C option table's checks, now (ValueError naming the range),
         # though a Python dataset's loader is made at the first iteration.
-        _C.check_options(**{OPTION_NAMES[k]: v for k, v in dict(
+        _C.check_options(**self._options, **{OPTION_NAMES[k]: v for k, v in dict(
             batch_size=1 if batch_size is None else batch_size, shuffle=bool(shuffle),
             seed=0 if seed is None else seed, drop_last=drop_last, num_workers=num_workers,
             prefetch_factor="auto" if self._auto_prefetch else _prefetch(prefetch_factor, num_workers),
             device=str(device),
-            pin_memory=bool(pin_memory) if pin_memory is not None else True,
-            non_blocking=non_blocking, pinned_budget=pinned_budget, max_batch_buffers=max_batch_buffers,
-            direct_copy=direct_copy, copy_chunk_bytes=copy_chunk_bytes, rank=rank,
-            world_size=world_size, timeout=timeout, log_level=log_level, cpu_budget=cpu_budget,
-            replay_batches=replay_batches, replay_after=replay_after, timings=timings).items()})
+            pin_memory=bool(pin_memory) if pin_memory is not None else True).items()})
         if worker_mode not in (None, "process", "thread"):
             raise ValueError("worker_mode must be 'process' or 'thread', not %r" % (worker_mode,))
         multiprocessing_context = _check_mp_context(multiprocessing_context, num_workers)
@@ -1711,14 +1715,6 @@ class DataLoader(_compat.loader_base()):
         self.pin_memory = (kind == "cuda") if pin_memory is None else bool(pin_memory)
         if pin_memory and kind == "cpu":
             _warn_cpu_pin(stacklevel=3)
-        self._non_blocking = bool(non_blocking)
-        self._pinned_budget = int(pinned_budget)
-        self._direct_copy = bool(direct_copy)
-        self._max_batch_buffers = int(max_batch_buffers)
-        self._rank, self._world_size = rank, world_size
-        self._copy_chunk_bytes, self._log_level = copy_chunk_bytes, log_level
-        self._tuning = dict(cpu_budget=cpu_budget, replay_batches=replay_batches,
-                            replay_after=replay_after, timings=timings)
         self._convert = _converter(output)
         # pinloader.transforms (RandomCrop, Normalize...): in C, on a native
         # dataset's fields (on the GPU after the copy for CUDA batches).
@@ -1889,10 +1885,12 @@ class DataLoader(_compat.loader_base()):
         them, so that the C table's range checks name them."""
         plan = self._plan
         native_order = not self._explicit and not plan.iterable
-        rank, world = self._rank, self._world_size
-        if not native_order:
-            rank, world = 0, 1  # an explicit order is this rank's already
-        opts = dict(
+        opts = dict(self._options)  # as given (DataLoader.__init__)
+        if not native_order:  # an explicit order is this rank's already
+            opts["rank"], opts["world_size"] = 0, 1
+        # 0: no cap of the user's; the pool then grows as batches are kept.
+        opts["max_batch_buffers"] = opts["max_batch_buffers"] or _UNBOUNDED_BUFFERS
+        opts.update({OPTION_NAMES[k]: v for k, v in dict(
             batch_size=plan.c_batch,
             shuffle=self.shuffle and native_order,
             seed=self.seed or 0,
@@ -1901,23 +1899,13 @@ class DataLoader(_compat.loader_base()):
             prefetch_factor=_prefetch(self.prefetch_factor, threads),
             device=self.device,
             pin_memory=self.pin_memory,
-            non_blocking=self._non_blocking,
-            pinned_budget=self._pinned_budget,
-            direct_copy=self._direct_copy,
-            max_batch_buffers=self._max_batch_buffers or _UNBOUNDED_BUFFERS,
-            copy_chunk_bytes=self._copy_chunk_bytes,
-            rank=rank,
-            world_size=world,
-            timeout=self.timeout,
-            log_level=self._log_level,
-            **self._tuning,
-        )
+        ).items()})
         if self._auto_workers:  # the C loader tunes its threads
             opts["num_workers"] = "auto"
-            opts["prefetch_factor"] = "auto" if self._auto_prefetch else 0
+            opts["prefetch"] = "auto" if self._auto_prefetch else 0
         elif self._auto_prefetch:
-            opts["prefetch_factor"] = "auto"
-        out = {OPTION_NAMES[k]: v for k, v in opts.items()}
+            opts["prefetch"] = "auto"
+        out = opts
         out["epoch"] = epoch
         # A sampler's order: no batch of the C loader's own is read before
         # iter() gives the first (a read would also move an in_order=True

@@ -29,9 +29,12 @@ import pickle
 
 import numpy as np
 
-# The C loader's dtypes (bool is stored as uint8 and viewed back as bool).
-C_DTYPES = ("uint8", "int8", "int16", "uint16", "int32", "uint32", "int64",
-            "float16", "float32", "float64")
+from . import _pinloader as _C
+
+# The C loader's dtypes that numpy arrays hold (those with a buffer format),
+# read from the extension's one table (bool is stored as uint8 and viewed
+# back as bool).
+C_DTYPES = tuple(name for name, (_, fmt) in _C.DTYPES.items() if fmt)
 
 
 class Leaf:

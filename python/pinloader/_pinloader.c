@@ -138,7 +138,8 @@ PyMODINIT_FUNC PyInit__pinloader(void) {
   /* The parts, each in a file of its own (module.h). */
   if (pl_py_init_datasets(m) < 0 || pl_py_init_batches(m) < 0 ||
       pl_py_init_loader(m) < 0 || pl_py_init_iter(m) < 0 ||
-      pl_py_init_workers(m) < 0 || pl_py_init_samples(m) < 0)
+      pl_py_init_workers(m) < 0 || pl_py_init_samples(m) < 0 ||
+      pl_py_init_dtypes(m) < 0)
     goto fail;
   return m;
 fail:

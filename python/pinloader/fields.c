@@ -154,3 +154,29 @@ int fields_from(PyObject *seq, pl_field **fields, uint64_t **offsets, int *n) {
   }
   return rc;
 }
+
+static int add_dtype(PyObject *d, const char *name, Py_ssize_t size,
+                     char format) {
+  PyObject *v = format ? Py_BuildValue("(nC)", size, (int)format)
+                       : Py_BuildValue("(nO)", size, Py_None);
+  int rc = v ? PyDict_SetItemString(d, name, v) : -1;
+  Py_XDECREF(v);
+  return rc;
+}
+
+/* _pinloader.DTYPES: {"uint8": (1, "B"), ..., "bfloat16": (2, None)}, the
+ * table in the library's order: each dtype's size and buffer format (None
+ * where there is none, so no numpy array holds it). */
+int pl_py_init_dtypes(PyObject *m) {
+  PyObject *d = PyDict_New();
+  int rc = d ? 0 : -1;
+#define PL_DTYPE_ROW_(NAME, name, size, format, code)                          \
+  if (rc == 0)                                                                 \
+    rc = add_dtype(d, #name, size, format);
+  PL_DTYPE_MAP(PL_DTYPE_ROW_)
+#undef PL_DTYPE_ROW_
+  if (rc == 0 && PyModule_AddObject(m, "DTYPES", d) == 0)
+    return 0;
+  Py_XDECREF(d);
+  return -1;
+}

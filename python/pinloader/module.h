@@ -101,6 +101,7 @@ int pl_py_init_loader(PyObject *m);
 int pl_py_init_iter(PyObject *m);
 int pl_py_init_workers(PyObject *m);
 int pl_py_init_samples(PyObject *m);
+int pl_py_init_dtypes(PyObject *m); /* fields.c: _pinloader.DTYPES */
 
 static inline int py_finalizing(void) {
 #if PY_VERSION_HEX >= 0x030D0000
