@@ -892,6 +892,18 @@ static bool is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode); /* follows links */
 }
 
+/* is_dir() of entry e of a listing, at `path`: from the entry's own type
+ * where the file system gives one, as os.scandir does (a stat per file
+ * made an ImageNet-sized folder's listing twice as slow as torchvision's);
+ * a link or an unknown type is stat()ed, so links to folders are followed. */
+static bool entry_is_dir(const struct dirent *e, const char *path) {
+  if (e->d_type == DT_DIR)
+    return true;
+  if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK)
+    return false;
+  return is_dir(path);
+}
+
 /* Every folder under dir (dir included), as os.walk(followlinks=True). */
 static pl_status walk_dirs(const char *dir, int depth, names *dirs,
                            pl_error *err) {
@@ -913,7 +925,7 @@ static pl_status walk_dirs(const char *dir, int depth, names *dirs,
       continue;
     if (!names_add(&subs, dir, e->d_name))
       s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
-    else if (!is_dir(subs.v[subs.n - 1]))
+    else if (!entry_is_dir(e, subs.v[subs.n - 1]))
       free(subs.v[--subs.n]);
   }
   closedir(d);
@@ -936,7 +948,7 @@ static pl_status dir_files(const char *dir, names *files, pl_error *err) {
       continue;
     if (!names_add(files, dir, e->d_name))
       s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
-    else if (is_dir(files->v[files->n - 1]))
+    else if (entry_is_dir(e, files->v[files->n - 1]))
       free(files->v[--files->n]);
   }
   closedir(d);
@@ -981,7 +993,7 @@ static pl_status list_folder(listing *l, const char *root, pl_error *err) {
       continue;
     if (!names_add(&classes, root, e->d_name))
       s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
-    else if (!is_dir(classes.v[classes.n - 1]))
+    else if (!entry_is_dir(e, classes.v[classes.n - 1]))
       free(classes.v[--classes.n]);
   }
   closedir(d);
