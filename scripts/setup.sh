@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(cmake gcc make zlib1g-dev libjpeg62-turbo-dev libpng-dev pkg-config dataset-fashion-mnist
       python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
       python3-pytest python3-torch python3-pil python3-psutil clang libclang-rt-14-dev
-      nginx libcurl4 python3-yaml)
+      nginx libcurl4 python3-yaml python3-torchvision)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

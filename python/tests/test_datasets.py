@@ -1,5 +1,7 @@
 """Native datasets through the DataLoader: exact bytes, shapes, dtypes, errors.
 Runs with numpy alone (output='numpy')."""
+import os
+
 import numpy as np
 import pytest
 
@@ -180,6 +182,31 @@ def test_image_folder_has_torchvision_attributes(tmp_path):
     ds = pinloader.datasets.ImageFolder(lst, size=8)
     assert ds.samples == [(str(tmp_path / "zebra/b.jpg"), 4), (str(tmp_path / "Apple/x.jpg"), 2)]
     assert ds.targets == [4, 2] and ds.classes is None and ds.class_to_idx is None
+
+
+def test_image_folder_links_and_folders_named_as_images(tmp_path):
+    """The listing takes each entry's type from the directory where it can
+    (no stat per file) and stat()s links: a linked class folder, a linked
+    subfolder and a linked image are followed as torchvision's os.walk(
+    followlinks=True) follows them; a folder named x.jpg is a folder."""
+    PIL = pytest.importorskip("PIL.Image")
+    data = tmp_path / "data"
+    root = tmp_path / "root"
+    for d in (data / "cls", data / "sub", root / "b" / "d.jpg"):
+        d.mkdir(parents=True)
+    for path in (data / "cls" / "k.jpg", data / "sub" / "s.jpg", data / "one.jpg",
+                 root / "b" / "d.jpg" / "in.jpg", root / "b" / "plain.jpg"):
+        PIL.fromarray(np.zeros((9, 9, 3), np.uint8)).save(path, format="JPEG")
+    os.symlink(data / "cls", root / "a")
+    os.symlink(data / "sub", root / "b" / "linked")
+    os.symlink(data / "one.jpg", root / "b" / "file.jpg")
+    ds = pinloader.datasets.ImageFolder(str(root), size=8)
+    classes, _, samples = _tv_image_folder(str(root))
+    r = str(root)
+    assert samples == [(r + "/a/k.jpg", 0), (r + "/b/file.jpg", 1), (r + "/b/plain.jpg", 1),
+                       (r + "/b/d.jpg/in.jpg", 1), (r + "/b/linked/s.jpg", 1)]
+    assert ds.classes == classes == ["a", "b"]
+    assert ds.samples == samples
 
 
 def test_image_folder_size_is_a_pair(tmp_path):

@@ -99,6 +99,18 @@ static bool is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode); /* follows links */
 }
 
+/* is_dir() of entry e of a listing, at `path`: from the entry's own type
+ * where the file system gives one, as os.scandir does (a stat per file
+ * made an ImageNet-sized folder's listing twice as slow as torchvision's);
+ * a link or an unknown type is stat()ed, so links to folders are followed. */
+static bool entry_is_dir(const struct dirent *e, const char *path) {
+  if (e->d_type == DT_DIR)
+    return true;
+  if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK)
+    return false;
+  return is_dir(path);
+}
+
 /* The folders directly in dir (links followed), in readdir's order. */
 static pl_status sub_dirs(const char *dir, names *subs, pl_error *err) {
   DIR *d = opendir(dir);
@@ -112,7 +124,7 @@ static pl_status sub_dirs(const char *dir, names *subs, pl_error *err) {
       continue;
     if (!names_add(subs, dir, e->d_name))
       s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
-    else if (!is_dir(subs->v[subs->n - 1]))
+    else if (!entry_is_dir(e, subs->v[subs->n - 1]))
       free(subs->v[--subs->n]);
   }
   closedir(d);
@@ -149,7 +161,7 @@ static pl_status dir_files(const char *dir, names *files, pl_error *err) {
       continue;
     if (!names_add(files, dir, e->d_name))
       s = pl_errorf(err, PL_NO_MEMORY, "out of memory listing images");
-    else if (is_dir(files->v[files->n - 1]))
+    else if (entry_is_dir(e, files->v[files->n - 1]))
       free(files->v[--files->n]);
   }
   closedir(d);
