@@ -667,7 +667,7 @@ class _Engine:
             self.ld  # noqa: B018 (made: the order of an engine made at iter())
             shadow = self._shadow
         state = None
-        if not dl._explicit and not plan.iterable:
+        if self._shadow_placed():
             state = shadow.ld.save_state()
         epoch = shadow.ld.epoch
         b = shadow.ld.next()
@@ -747,13 +747,22 @@ class _Engine:
                 pass  # it died: said when its reply is read
             self.probes[w] = f
 
+    def _shadow_placed(self):
+        """Whether the C loader goes where the shadow stands (its state
+        moved to it): the loader's own order; an IterableDataset's stream
+        where a restore put it (load_state_dict: the first slot after the
+        saved one, not batch 0, whose fill would move a worker's iterator)."""
+        if self.dl._explicit:
+            return False
+        return not self.dl._plan.iterable or getattr(self.spec, "pl_resume", None) is not None
+
     def _firsts(self, want):
         """(index, epoch, seed, batch) of the epoch's first `want` batches'
         first samples, from the shadow, which is put back after."""
         dl, plan = self.dl, self.dl._plan
         self.ld  # noqa: B018 (the shadow, made)
         shadow = self._shadow
-        state = shadow.ld.save_state() if not dl._explicit and not plan.iterable else None
+        state = shadow.ld.save_state() if self._shadow_placed() else None
         firsts = []
         try:
             while len(firsts) < want:

@@ -457,17 +457,32 @@ def worker_state(filler):
                             FETCHER_ENDED: it is False}}
 
 
+def _first_slot(filler, epoch, batch):
+    """This worker's first batch slot of a restored stream in `epoch`
+    (None: no restore there)."""
+    resume = getattr(filler.spec, "pl_resume", None)
+    if resume is None or resume.get("epoch") != epoch or batch is None:
+        return None
+    first, nw = resume["first_batch"], resume["nworkers"]
+    return first + (filler.worker_id - first) % nw
+
+
+def before_resume(filler, epoch, batch):
+    """A slot before this worker's first of the restored stream: asked by
+    the C loader before its restore moved it (its result thrown away), so
+    read nothing for it (the iterator, and a probe's item, are the
+    restored stream's)."""
+    slot = _first_slot(filler, epoch, batch)
+    return slot is not None and batch < slot
+
+
 def resumes_here(filler, epoch, batch):
     """Whether this fill is the first of this worker in a restored stream:
     batch `batch` of `epoch` is the first batch slot at or after the saved
     one that is this worker's. (The C loader made before the restore may
     already have asked for earlier slots, of the stream that load_state
     restarts: those fills are thrown away, and this one starts again.)"""
-    resume = getattr(filler.spec, "pl_resume", None)
-    if resume is None or resume.get("epoch") != epoch or batch is None:
-        return False
-    first, nw = resume["first_batch"], resume["nworkers"]
-    return batch == first + (filler.worker_id - first) % nw
+    return batch is not None and _first_slot(filler, epoch, batch) == batch
 
 
 def start_iterator(filler, epoch, start, restored=False):

@@ -490,6 +490,8 @@ class Filler:
         iteration). The payload says how many came; 0 means this worker
         has run out for the epoch."""
         spec, t = self.spec, self.t
+        if _state.before_resume(self, epoch, batch):
+            return _collate.dumps(_state.payload(0, None, None))  # (thrown away)
         restored = _state.resumes_here(self, epoch, batch)  # load_state_dict's workers
         if restored and getattr(self, "probe_restored", None) == (epoch, batch):
             restored = False  # the probe began it from the saved state: its item is kept
