@@ -32,8 +32,8 @@
 typedef enum { F_IMAGE, F_INT, F_BYTES, F_NPY } field_kind;
 
 typedef struct field_spec {
-  char name[64];
-  char len_name[72]; /* a bytes field's length field: NAME_len */
+  char name[PL_NAME_MAX];
+  char len_name[PL_NAME_MAX]; /* a bytes field's length field: NAME_len */
   char exts[128]; /* ';'-separated alternatives */
   field_kind kind;
   pl_npy_view npy; /* F_NPY: the dtype and shape, from the first sample */
