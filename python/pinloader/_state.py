@@ -400,6 +400,8 @@ def _load_explicit(dl, eng, st):
         if kind == "replay":
             _, trailing = _replay(dl, p, st["pre"])
             _finish_draws(trailing)
+        elif kind == "drawn":
+            pass  # a sampler without state: nothing to run to the epoch's end
         elif st.get(RAN_OUT):
             _restored_iter(p, st)
         else:
