@@ -201,6 +201,12 @@ typedef struct pl_batch_dst {
    * batch in parts may stop early and fail it (thread-safe, cheap). Never
    * NULL for a loader's call. */
   int (*abandoned)(const struct pl_batch_dst *dst);
+  /* For a dataset made with PL_BATCH_IN_ORDER: the callback calls
+   * queued(dst) once it has taken its place (in its own queue, say), and
+   * the loader then lets the next batch's call begin; returning counts as
+   * calling it. A no-op otherwise, and idempotent. Never NULL for a
+   * loader's call. */
+  void (*queued)(const struct pl_batch_dst *dst);
 } pl_batch_dst;
 
 /* Who asks for a batch: the loader's seed, the epoch, the batch's index in
@@ -235,12 +241,21 @@ typedef int (*pl_read_batch_fn)(void *user, const uint64_t *indices,
 enum {
   /* Batch memory the callback sees is a memfd another process can map
    * (CPU batch buffers and CUDA staging buffers; CUDA pins it in place). */
-  PL_BATCH_SHARED_MEMORY = 1
+  PL_BATCH_SHARED_MEMORY = 1,
+  /* The calls take turns in the order the loader claimed their batches
+   * (job order within a stream): the call for a batch begins only once the
+   * call for the batch claimed before it has called dst->queued or
+   * returned. Concurrent loader threads otherwise reach the callback in
+   * any order, and a callback that hands batches to processes in arrival
+   * order (each process's random state must see its batches in order, as
+   * a torch worker's does) would see a later batch first. */
+  PL_BATCH_IN_ORDER = 2
 };
 
 /* A dataset read a batch at a time by read_batch. get_item may be NULL
  * (pl_dataset_read then fails with PL_UNSUPPORTED); when given it serves
- * pl_dataset_read. flags: PL_BATCH_SHARED_MEMORY or 0. */
+ * pl_dataset_read. flags: PL_BATCH_SHARED_MEMORY and PL_BATCH_IN_ORDER,
+ * either, or 0. */
 PL_API pl_status pl_dataset_from_batch_callback(
     const pl_field *fields, int nfields, uint64_t length,
     pl_read_batch_fn read_batch, pl_get_item_fn get_item, int flags,

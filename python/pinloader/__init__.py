@@ -197,6 +197,21 @@ def _mp_context(ctx):
     return ctx
 
 
+def _warn_past_length(dl, reported, yielded):
+    """torch's warning (its words) for an IterableDataset that yields more
+    batches than len(loader) said."""
+    import warnings
+
+    msg = ("Length of IterableDataset {} was reported to be {} (when accessing len(dataloader)), "
+           "but {} samples have been fetched. ").format(dl.dataset, reported, yielded)
+    if dl.num_workers > 0:
+        msg += ("For multiprocessing data-loading, this could be caused by not properly "
+                "configuring the IterableDataset replica at each worker. Please see "
+                "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset "
+                "for examples.")
+    warnings.warn(msg)
+
+
 def _check_mp_context(ctx, num_workers):
     """multiprocessing_context= checked as torch checks it; a start
     method's name becomes its context."""
@@ -998,6 +1013,7 @@ class _Engine:
         for p in self.procs:
             p.join(5.0)
             try:
+                p._pl_exitcode = p.exitcode  # (for _WorkerView, once closed)
                 p.close()
             except Exception:
                 pass
@@ -1208,6 +1224,10 @@ class _Engine:
         plan = dl._plan
         engine = self
         packer = [(lambda b: b) if raw else None]
+        # torch's NOTE [ IterableDataset and __len__ ]: an iterator made
+        # after len(loader) warns at each batch past that length.
+        reported = dl._IterableDataset_len_called if plan.iterable else None
+        yielded = [0]
 
         def pack(b):
             engine._tick()
@@ -1219,7 +1239,12 @@ class _Engine:
             inner = packer[0]
             if inner is None:  # made with the template, at the first batch
                 inner = packer[0] = engine._packer()
-            return inner(b)
+            out = inner(b)
+            if reported is not None and out is not _SKIP:
+                yielded[0] += 1
+                if yielded[0] > reported:
+                    _warn_past_length(dl, reported, yielded[0])
+            return out
 
         def on_end():
             if dl is not None:  # (held for the iterator's life)
@@ -1428,7 +1453,19 @@ class _WorkerView:
         try:
             return self._p.exitcode
         except ValueError:
-            return None
+            return getattr(self._p, "_pl_exitcode", None)  # as it was when the loader closed it
+
+    def terminate(self):
+        try:
+            self._p.terminate()
+        except ValueError:
+            pass  # closed by the loader, after it exited
+
+    def kill(self):
+        try:
+            self._p.kill()
+        except ValueError:
+            pass
 
 
 class _SkipType:
@@ -1665,9 +1702,12 @@ class DataLoader(_compat.loader_base()):
             if shuffle not in (None, False):
                 raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle option, "
                                  "but got shuffle=%r" % (shuffle,))
-            if sampler is not None or batch_sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler / "
-                                 "batch_sampler options")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 "option, but got sampler=%s" % (sampler,))
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 "batch_sampler option, but got batch_sampler=%s" % (batch_sampler,))
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
@@ -1781,6 +1821,7 @@ class DataLoader(_compat.loader_base()):
     _FIXED = frozenset(("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
                         "persistent_workers"))
     _initialized = False
+    _IterableDataset_len_called = None  # torch's: len(loader) of an IterableDataset, once asked
 
     def __setattr__(self, attr, val):
         if self._initialized and attr in self._FIXED:
@@ -1934,9 +1975,12 @@ class DataLoader(_compat.loader_base()):
     def __len__(self):
         if self._plan.iterable:
             n = len(self.dataset)  # TypeError without __len__, as torch
-            if self.batch_size is None:
-                return n
-            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            # (As torch: the dataset's length, compared with the batches
+            # an iterator made from now on yields.)
+            self._IterableDataset_len_called = n
+            if self.batch_size is not None:
+                n = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            return n
         if self._explicit:
             return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
         eng = self._engine

@@ -87,17 +87,6 @@ static int is_stale(const channel *ch, const pl_batch_info *info) {
   return ch->served_any && info->stream < ch->cur_stream;
 }
 
-/* Whether the batch before `info`'s on this channel (job - workers, the
- * same epoch) has been served, or there is none to wait for. [mu] */
-static int predecessor_done(const procset *ps, const channel *ch,
-                            const pl_batch_info *info) {
-  uint64_t w = (uint64_t)ps->n;
-  if (info->batch_index < w || info->job < w)
-    return 1; /* the first of its epoch or its stream on this channel */
-  return ch->served_any && info->stream == ch->cur_stream &&
-         ch->served_job >= info->job - w;
-}
-
 void wait_briefly(procset *ps) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -187,11 +176,14 @@ channel *channel_take(procset *ps, const pl_batch_info *info,
   pthread_mutex_lock(&ps->mu);
   me.next = ch->waiting;
   ch->waiting = &me;
-  /* A predecessor whose fill failed before it got here never comes: after
-   * a few seconds of waiting for it, go on (order is then best effort). */
-  double give_up = now_s() + 3.0;
-  while ((ch->busy || !ch->ready || !first_waiting(ch, &me) ||
-          (!predecessor_done(ps, ch, info) && now_s() < give_up)) &&
+  /* In its place: the loader lets the next batch's call begin (the
+   * dataset is PL_BATCH_IN_ORDER). Every batch claimed before this one is
+   * in its channel's queue by now, or served: the first waiting is the
+   * next this worker reads, across epochs too, with no clock in it. */
+  pthread_mutex_unlock(&ps->mu);
+  dst->queued(dst);
+  pthread_mutex_lock(&ps->mu);
+  while ((ch->busy || !ch->ready || !first_waiting(ch, &me)) &&
          !ps->closing && !is_stale(ch, info))
     wait_briefly(ps);
   unlink_waiter(&ch->waiting, &me);
@@ -210,12 +202,8 @@ channel *channel_take(procset *ps, const pl_batch_info *info,
     return STALE_CHANNEL;
   }
   ch->busy = 1;
-  if (!ch->served_any || info->stream > ch->cur_stream) {
+  if (!ch->served_any || info->stream > ch->cur_stream)
     ch->cur_stream = info->stream;
-    ch->served_job = info->job;
-  } else if (info->stream == ch->cur_stream && info->job > ch->served_job) {
-    ch->served_job = info->job;
-  }
   ch->served_any = 1;
   pthread_mutex_unlock(&ps->mu);
   return ch;

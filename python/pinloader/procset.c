@@ -27,6 +27,10 @@ static int ps_read_batch(void *user, const uint64_t *indices, uint32_t n,
                          char *msg, size_t msg_len) {
   ProcSetObject *owner = user;
   procset *ps = owner->ps;
+  /* Turns (PL_BATCH_IN_ORDER) matter only where batch k goes to worker
+   * k % n (channel_take takes its place, then passes the turn on). */
+  if (owner->filler || ps->balanced)
+    dst->queued(dst);
   if (owner->filler)
     return local_read_batch(owner, indices, n, info, dst, msg, msg_len);
   if (dst->fd < 0) {
@@ -408,9 +412,9 @@ static PyObject *mod_from_workers(PyObject *m, PyObject *args) {
   pl_error err;
   Py_INCREF(owner);
   int shared = ((ProcSetObject *)owner)->filler ? 0 : PL_BATCH_SHARED_MEMORY;
-  pl_status s =
-      pl_dataset_from_batch_callback(fields, nf, length, ps_read_batch, NULL,
-                                     shared, owner, owner_free, &ds, &err);
+  pl_status s = pl_dataset_from_batch_callback(
+      fields, nf, length, ps_read_batch, NULL, shared | PL_BATCH_IN_ORDER,
+      owner, owner_free, &ds, &err);
   PyMem_Free(fields);
   if (s != PL_OK) {
     Py_DECREF(owner);

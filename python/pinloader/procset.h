@@ -62,10 +62,12 @@ typedef struct waiter {
 
 typedef struct channel {
   waiter *waiting; /* [mu] */
-  /* [mu] The stream it serves and the last job served in it: batch k of an
-   * epoch waits for batch k - workers (job - workers) on this channel, so
-   * that a thread that claimed later but ran faster cannot go first. */
-  uint64_t cur_stream, served_job;
+  /* [mu] The stream it serves (a batch of an older one is stale). Its
+   * batches come in claim order: the loader's calls take turns until each
+   * is in this queue (PL_BATCH_IN_ORDER), so that a thread that claimed
+   * later but ran faster cannot go first, nor a batch of the next epoch
+   * before the last of this one. */
+  uint64_t cur_stream;
   int served_any;
   int sock;     /* the parent's end of the worker's socket (owned) */
   int sentinel; /* readable once the process has exited (owned dup) */

@@ -345,3 +345,51 @@ def test_worker_init_fn_seed_is_what_getitem_draws():
     got = run(pinloader.DataLoader)
     assert got == run(DataLoader)
     assert [r[1:] for r in got[0]] == [r[1:] for r in got[1]]  # workers 0 and 1: the same seed
+
+
+class Overlong(IterableDataset):
+    """Says 5 items, yields 8 (each worker yields all of them: the
+    misconfigured replica torch's warning names)."""
+
+    def __len__(self):
+        return 5
+
+    def __iter__(self):
+        return iter(range(8))
+
+
+@pytest.mark.parametrize("workers,batch_size,warns", [(0, None, True), (0, 1, True), (0, 2, False),
+                                                      (2, 2, True)])
+def test_iterable_yielding_past_its_length_warns_as_torch(workers, batch_size, warns):
+    """torch's NOTE [IterableDataset and __len__]: an iterator made after
+    len(loader) warns, in torch's words, at every batch past that length;
+    one made before it does not. As torch, len(dataset) (samples) is what
+    the batches yielded are compared with: 4 batches of 2 from 8 items do
+    not pass 5. Same batches, same warnings."""
+    def run(cls):
+        loader = cls(Overlong(), batch_size=batch_size, num_workers=workers)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            before = as_lists(loader)
+            n = len(loader)
+            after = as_lists(loader)
+        msgs = [str(x.message).replace(repr(loader.dataset), "DS") for x in w
+                if "was reported to be" in str(x.message)]
+        if hasattr(loader, "close"):
+            loader.close()
+        return before, n, after, msgs
+
+    got, want = run(pinloader.DataLoader), run(DataLoader)
+    assert got == want
+    assert bool(got[3]) == warns
+
+
+def test_iterable_refuses_a_sampler_in_torchs_words():
+    ds = Overlong()
+    for kw, word in ((dict(sampler=[0, 1]), "sampler"), (dict(batch_sampler=[[0]]), "batch_sampler")):
+        with pytest.raises(ValueError) as ours:
+            pinloader.DataLoader(ds, **kw)
+        with pytest.raises(ValueError) as theirs:
+            DataLoader(ds, **kw)
+        assert str(ours.value) == str(theirs.value)
+        assert "expected unspecified %s option" % word in str(ours.value)

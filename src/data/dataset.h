@@ -74,6 +74,9 @@ typedef struct pl_dataset_vt {
   /* May be NULL: nonzero when read_batch needs batch memory that another
    * process can map (a memfd: PL_BATCH_SHARED_MEMORY). */
   int (*shared_memory)(const pl_dataset *ds);
+  /* May be NULL: nonzero when read_batch calls take turns in claim order
+   * (PL_BATCH_IN_ORDER; loader_fill.c, "Turns"). */
+  int (*in_order)(const pl_dataset *ds);
   /* May be NULL: samples replaced so far (on_error=skip sources). */
   uint64_t (*replaced)(const pl_dataset *ds);
   /* May be NULL: the file sample `index` is read from and its label

@@ -16,6 +16,7 @@ void pl_core_free(pl_core *c) {
   pthread_cond_destroy(&c->work_cv);
   pthread_cond_destroy(&c->park_cv);
   pthread_cond_destroy(&c->ready_cv);
+  pthread_cond_destroy(&c->turn_cv);
   free(c->pool.slots);
   free(c->workers);
   pl_order_unref(c->stream.order);

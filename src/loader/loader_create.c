@@ -175,6 +175,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   pthread_cond_init(&c->work_cv, NULL);
   pthread_cond_init(&c->park_cv, NULL);
   pthread_cond_init(&c->ready_cv, NULL);
+  pthread_cond_init(&c->turn_cv, NULL);
   c->refs = 1;
   c->pid = getpid();
   c->ds = pl_dataset_retain(ds);

@@ -166,6 +166,41 @@ static int dst_abandoned(const pl_batch_dst *dst) {
   return pl_core_abandoned(b->core, b);
 }
 
+/* Turns. A dataset made with PL_BATCH_IN_ORDER sees its read_batch calls
+ * begin in claim order: each claim waits for its turn before fill_begin,
+ * and passes it on once the callback has taken its place (dst->queued) or
+ * has returned, or when the fill fails before the call. Every claim fills
+ * (a worker claims then fills; so does the consumer with no workers), so
+ * each turn comes, and a skipped job (an error ending the epoch) is never
+ * claimed, so it holds nobody: the order is exact, with no clock in it. */
+static int dataset_in_order(const pl_core *c) {
+  return c->ds->vt->in_order && c->ds->vt->in_order(c->ds);
+}
+
+static void wait_turn(pl_core *c, pl_batch *b) {
+  pthread_mutex_lock(&c->mu);
+  while (c->turn != b->claim_seq)
+    pthread_cond_wait(&c->turn_cv, &c->mu);
+  b->turn_held = 1;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void pass_turn(pl_core *c, pl_batch *b) {
+  pthread_mutex_lock(&c->mu);
+  if (b->turn_held) {
+    b->turn_held = 0;
+    c->turn++;
+    pthread_cond_broadcast(&c->turn_cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* pl_batch_dst.queued */
+static void dst_queued(const pl_batch_dst *dst) {
+  pl_batch *b = dst->report_ctx;
+  pass_turn(b->core, b);
+}
+
 /* pyworkers: a whole-batch dataset (source_batch_callback.c) writes the
  * batch in one call, at the plan's offsets of the memory fill_begin hands
  * out (the batch itself on the CPU, a staging buffer for CUDA: WHOLE plan,
@@ -173,13 +208,20 @@ static int dst_abandoned(const pl_batch_dst *dst) {
 static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
   const pl_copy_plan *p = &c->layout.copy;
-  PL_TRY(bv->fill_begin(c->be, &b->mem, &b->err));
+  const int in_order = dataset_in_order(c);
+  if (in_order)
+    wait_turn(c, b);
+  pl_status s = bv->fill_begin(c->be, &b->mem, &b->err);
+  if (s != PL_OK) {
+    if (in_order)
+      pass_turn(c, b);
+    return s;
+  }
   void *base[64];
   uint64_t off[64];
   int nf = p->nfields;
   void **bp = nf <= 64 ? base : pl_malloc((size_t)nf * sizeof *bp);
   uint64_t *op = nf <= 64 ? off : pl_malloc((size_t)nf * sizeof *op);
-  pl_status s = PL_OK;
   if (!bp || !op)
     s = pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
   for (int f = 0; s == PL_OK && f < nf; f++) {
@@ -198,7 +240,8 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
                               shared ? b->mem.host_id : 0,
                               timed ? report_sample : NULL,
                               b,
-                              dst_abandoned};
+                              dst_abandoned,
+                              dst_queued};
     /* The batch's index in its epoch (pl_batch_index), also in a stream
      * resumed mid-epoch: the consumer finds its extras by it. */
     const pl_batch_info info = {c->cfg.seed, b->epoch, pl_batch_index(b),
@@ -216,6 +259,8 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
     if (timed)
       atomic_store_explicit(&b->cur_t0, 0.0, memory_order_release);
   }
+  if (in_order)
+    pass_turn(c, b); /* (returned without calling queued, or never called) */
   if (s == PL_OK && c->layout.xf)
     s = transform_batch(c, b, bp);
   if (bp != base)

@@ -93,6 +93,10 @@ typedef struct pl_counters {
 struct pl_core {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, park_cv, ready_cv;
+  /* Turns (loader_fill.c): claims so far, and the claim whose fill may
+   * call an in-order dataset's read_batch now. [mu] */
+  pthread_cond_t turn_cv;
+  uint64_t claims, turn;
   int refs; /* [mu] the loader handle + batches held + running workers */
   /* The process that created the core. In a forked child the lock may
    * have been copied held and the workers do not exist: every entry point

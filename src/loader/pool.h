@@ -42,6 +42,10 @@ struct pl_batch {
   /* Timings (timing.h): when it was handed out; reads of this fill. */
   double t_out;
   uint64_t read_ns;
+  /* Turns (loader_fill.c): its claim's number in the core's claim order,
+   * and whether its fill still holds the turn. [mu] */
+  uint64_t claim_seq;
+  int turn_held;
   /* The replay (replay.c): kept for it, or a handle on a kept batch. */
   int cached;
   pl_batch *replay_of;

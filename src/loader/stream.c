@@ -126,6 +126,7 @@ pl_batch *pl_core_claim(pl_core *c, pl_batch *b) {
   b->state = SLOT_FILLING;
   b->gen = c->stream.gen;
   b->job = c->stream.next_claim++;
+  b->claim_seq = c->claims++;
   pl_order *order;
   pl_core_job_locate(c, b->job, &b->index, &b->plan, &order);
   b->epoch = b->plan.epoch;

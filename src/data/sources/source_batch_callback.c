@@ -47,6 +47,11 @@ static int batch_cb_shared(const pl_dataset *ds) {
   return (cb->flags & PL_BATCH_SHARED_MEMORY) != 0;
 }
 
+static int batch_cb_in_order(const pl_dataset *ds) {
+  const batch_cb_impl *cb = ds->impl;
+  return (cb->flags & PL_BATCH_IN_ORDER) != 0;
+}
+
 static double batch_cb_worker_cpu(const pl_dataset *ds) {
   batch_cb_impl *cb = ds->impl;
   pl_worker_cpu_fn f = atomic_load_explicit(&cb->cpu_s, memory_order_acquire);
@@ -65,6 +70,7 @@ static const pl_dataset_vt batch_cb_vt = {
     .read = batch_cb_read,
     .read_batch = batch_cb_read_batch,
     .shared_memory = batch_cb_shared,
+    .in_order = batch_cb_in_order,
     .worker_cpu_s = batch_cb_worker_cpu,
     .destroy_impl = batch_cb_destroy,
 };
@@ -78,7 +84,7 @@ pl_status pl_dataset_from_batch_callback(
   *out = NULL;
   if (!read_batch)
     return pl_errorf(err, PL_INVALID_ARGUMENT, "read_batch is NULL");
-  if (flags & ~PL_BATCH_SHARED_MEMORY)
+  if (flags & ~(PL_BATCH_SHARED_MEMORY | PL_BATCH_IN_ORDER))
     return pl_errorf(err, PL_INVALID_ARGUMENT, "unknown flags 0x%x", flags);
   batch_cb_impl *cb = malloc(sizeof *cb);
   if (!cb)
