@@ -10,11 +10,53 @@
 # commit, the device, each part's result) into $OUT and bench/results/:
 # the record that a change to CUDA code, GPU tests or the extension passed
 # on a GPU. Pass PL_COMMIT=<hash> where the tree carries no .git.
+#
+# Every part also leaves its record in $OUT/parts/NAME.txt (commit, rc,
+# seconds, its pass counts). When the test parts do not fit in one call
+# (10 minutes at most), run them in several and merge the records here:
+#   gpu-check.sh --merge OUTDIR...   writes bench/results/gpu-pass.txt only
+# when every test part has a record with rc=0, all at one commit.
 set -uo pipefail
 # The parts that test (the rest benchmark): the core with ctest -L gpu
 # (fault injection), the Python suite with CUDA, the differential suite on
 # CUDA, the transforms' equality tests, JPEG decode on the GPU (66).
 TEST_PARTS=(10 30 35 65 66)
+pass_lines() { # LOG...: the lines that count what passed
+  grep -h -E '^[0-9]+ passed|tests passed|^100% tests|^python-test: [0-9]|^shard [0-9]+ .*passed' "$@" 2>/dev/null | sed 's/^/  /'
+}
+if [[ ${1:-} == --merge ]]; then
+  shift
+  cd "$(dirname "$0")/.."
+  declare -A rec=()
+  commit=
+  for d in "$@"; do
+    for f in "$d"/parts/*.txt; do
+      [ -f "$f" ] || continue
+      c=$(sed -n 's/^commit: //p' "$f")
+      [[ $c == unknown || -z $c ]] && { echo "merge: $f names no commit (pass PL_COMMIT)" >&2; exit 1; }
+      [[ -z $commit ]] && commit=$c
+      [[ $c == "$commit" ]] || { echo "merge: $f is of commit $c, not $commit" >&2; exit 1; }
+      n=$(basename "$f" .txt)
+      rec[${n%%-*}]=$f
+    done
+  done
+  for t in "${TEST_PARTS[@]}"; do
+    f=${rec[$t]:-}
+    [[ -n $f ]] || { echo "merge: no record of test part $t" >&2; exit 1; }
+    grep -q '^rc: 0$' "$f" || { echo "merge: part $t failed: $f" >&2; exit 1; }
+  done
+  {
+    echo "gpu-pass: every test part of scripts/gpu-check.sh passed (records of ${#@} calls merged)"
+    echo "commit: $commit"
+    for t in "${TEST_PARTS[@]}"; do
+      f=${rec[$t]}
+      echo "part $(sed -n 's/^part: //p' "$f") rc=0 $(sed -n 's/^seconds: //p' "$f")s on $(sed -n 's/^device: //p' "$f") at $(sed -n 's/^date: //p' "$f")"
+      sed -n 's/^  /  /p' "$f"
+    done
+  } >bench/results/gpu-pass.txt
+  cat bench/results/gpu-pass.txt
+  exit 0
+fi
 if [[ ${1:-} == --tests ]]; then
   shift
   export PL_GPU_TESTS_ONLY=1
@@ -49,6 +91,16 @@ for p in "${parts[@]}"; do
   rc=$?
   echo "$name: rc=$rc $(($(date +%s) - t0))s" | tee -a "$summary"
   part_rc[${name%%-*}]="$name rc=$rc $(($(date +%s) - t0))s"
+  mkdir -p "$out/parts"
+  {
+    echo "part: $name"
+    echo "commit: ${PL_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+    echo "rc: $rc"
+    echo "seconds: $(($(date +%s) - t0))"
+    echo "date: $(date -u +%FT%TZ)"
+    echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+    pass_lines "$logs/$name.log"
+  } >"$out/parts/$name.txt"
   tail -n 25 "$logs/$name.log"
   # After every part: a call killed at its time limit still brings these back.
   tar -C "$logs" -czf "$out/logs.tar.gz" .
@@ -66,7 +118,7 @@ if ((passed)); then
     echo "date: $(date -u +%FT%TZ)"
     echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
     for t in "${TEST_PARTS[@]}"; do echo "part ${part_rc[$t]}"; done
-    grep -h -E '^[0-9]+ passed|tests passed|^100% tests' "$logs"/*.log 2>/dev/null | sed 's/^/  /'
+    pass_lines "$logs"/*.log
   } >"$out/gpu-pass.txt"
   mkdir -p bench/results && cp "$out/gpu-pass.txt" bench/results/gpu-pass.txt
   echo "gpu-pass.txt written"
