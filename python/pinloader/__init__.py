@@ -197,13 +197,25 @@ def _mp_context(ctx):
     return ctx
 
 
+def _torch_major():
+    """The installed torch's major version (2 where torch is absent: the
+    newest words)."""
+    try:
+        import torch
+        return int(torch.__version__.split(".")[0])
+    except (ImportError, ValueError):
+        return 2
+
+
 def _warn_past_length(dl, reported, yielded):
     """torch's warning (its words) for an IterableDataset that yields more
     batches than len(loader) said."""
     import warnings
 
-    msg = ("Length of IterableDataset {} was reported to be {} (when accessing len(dataloader)), "
-           "but {} samples have been fetched. ").format(dl.dataset, reported, yielded)
+    # In the installed torch's words: torch 2 dropped the space before "(".
+    gap = " " if _torch_major() < 2 else ""
+    msg = ("Length of IterableDataset {} was reported to be {}{}(when accessing len(dataloader)), "
+           "but {} samples have been fetched. ").format(dl.dataset, reported, gap, yielded)
     if dl.num_workers > 0:
         msg += ("For multiprocessing data-loading, this could be caused by not properly "
                 "configuring the IterableDataset replica at each worker. Please see "
@@ -573,6 +585,7 @@ class _Engine:
         self.exhausted = set()  # IterableDataset workers that ran out
         self.next_epoch = first_epoch  # an explicit order's next epoch
         self.base_seed = base_seed
+        self.seed_ahead = False  # base_seed drawn before an iter(): that iter()'s (_primary)
         self.extra = False  # a second iterator's engine (zip(loader, loader))
         self.guess = None  # the next epoch's order, guessed and queued
         self.look_at = None  # (epoch, batch index): when to guess it
@@ -2009,9 +2022,15 @@ class DataLoader(_compat.loader_base()):
                 first = eng.next_epoch if self._explicit else eng.ld.epoch + 1
                 eng.close()
                 self._engine = None
-            if base_seed is None:
+            ahead = base_seed is None
+            if ahead:
                 base_seed = self._draw_base_seed()
             self._engine = _Engine(self, base_seed, first)
+            # Made before an iter() (load_state_dict, len, set_epoch): its
+            # workers start with a seed drawn now, which the next iter()
+            # takes as its own draw; drawing again there would move the
+            # generator the sampler's order comes from off torch's.
+            self._engine.seed_ahead = ahead
             if eng is not None:
                 self._engine.fresh = True
         return self._engine
@@ -2041,8 +2060,11 @@ class DataLoader(_compat.loader_base()):
             weakref.finalize(it, eng.close)
             return it
         kept = self._kept_base_seed(self._engine)
+        ahead = self._engine is not None and self._engine.seed_ahead and not self._engine.broken
+        if ahead:
+            kept, self._engine.seed_ahead = self._engine.base_seed, False
         seed = kept if kept is not None else self._draw_base_seed()
-        _compat.after_base_seed(self, kept is None)
+        _compat.after_base_seed(self, kept is None or ahead)
         eng = self._primary(seed)
         eng.begin_epoch(seed)
         eng.first_batch = clock

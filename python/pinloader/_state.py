@@ -348,6 +348,15 @@ def _explicit_state(dl, eng):
         # Before the epoch is drawn: nothing of it taken yet.
         epoch = deferred[0] if deferred is not None else (eng.next_epoch if eng is not None else 0)
         p = _Pieces(dl)
+        if deferred is not None and p.replayable():
+            # After iter(), before the first next() (which draws the order,
+            # as torch's single-process iterator): the generators as that
+            # draw will find them, not drawn here (an iterator dropped now
+            # draws nothing). A restore draws this epoch from them; the
+            # generators as they stand there (torch's global one, moved on
+            # since) would give another.
+            return {"order": "replay", "epoch": epoch, NUM_YIELDED: 0, ITERATOR_FINISHED: False,
+                    SAMPLER_ITER_YIELDED: 0, BASE_SEED: eng.base_seed, "pre": _capture(p)}
         out = {"order": "fresh", "epoch": epoch, NUM_YIELDED: 0, ITERATOR_FINISHED: False}
         if not p.replayable() and stateful(p.inner):
             out[INDEX_SAMPLER_STATE if not p.wrap else SAMPLER_ITER_STATE] = \
