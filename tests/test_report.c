@@ -490,6 +490,39 @@ static void test_tune_decide(void) {
   CHECK(pl_cpus_available() >= 1);
 }
 
+/* Workers and depth are resolved once (tune.c) and told by the timings:
+ * prefetch 0 is two per worker, PL_AUTO starts at two per active worker;
+ * the caller's config is read, never written. */
+static void test_resolved_depth(void) {
+  fixture fx = {0};
+  pl_dataset *ds = fixture_dataset(&fx, 64, 8);
+  const struct {
+    int workers, prefetch, want_depth; /* want_depth -1: 2 per active */
+  } cases[] = {{3, 0, 6}, {3, 5, 5}, {0, 0, 2}, {1, 0, 2},
+               {PL_AUTO, 0, -1}, {PL_AUTO, PL_AUTO, -1}, {2, PL_AUTO, 4}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    pl_loader_config cfg;
+    pl_loader_config_init(&cfg);
+    cfg.prefetch = cases[i].prefetch;
+    pl_loader *ld = make(ds, 4, cases[i].workers, &cfg);
+    CHECK(cfg.prefetch == cases[i].prefetch);
+    CHECK(cfg.num_workers == cases[i].workers);
+    pl_loader_timings t;
+    pl_loader_timings_get(ld, &t, sizeof t);
+    int want = cases[i].want_depth >= 0 ? cases[i].want_depth
+                                        : 2 * (t.workers > 1 ? t.workers : 1);
+    if (t.prefetch != want)
+      fprintf(stderr, "case %zu: workers %d prefetch %d: depth %d, want %d\n",
+              i, cases[i].workers, cases[i].prefetch, t.prefetch, want);
+    CHECK(t.prefetch == want);
+    CHECK(t.worker_threads == (cases[i].workers == PL_AUTO
+                                   ? pl_cpus_available()
+                                   : cases[i].workers));
+    pl_loader_destroy(ld);
+  }
+  pl_dataset_destroy(ds);
+}
+
 /* PL_AUTO loaders deliver the same batches in the same order. */
 static void test_auto_loader(void) {
   fixture fx = {0};
@@ -540,6 +573,7 @@ int main(void) {
   RUN(test_report_errors);
   RUN(test_timings_size);
   RUN(test_replay);
+  RUN(test_resolved_depth);
   RUN(test_auto_loader);
   return pl_test_finish("test_report");
 }

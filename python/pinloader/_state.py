@@ -395,6 +395,11 @@ def _load_explicit(dl, eng, st):
         raise _error("load_state_dict(): the state holds a %s's own state; this loader's %s "
                      "(%s) has none" % (p.what, p.what, _name(p.inner)))
     eng.order = None
+    if kind != "fresh":
+        # The generators are put back as saved (now, or at the epoch's
+        # draw): the base seed the engine drew before them is not the next
+        # iter()'s draw; that iter() draws its own from them.
+        eng.seed_ahead = False
     if kind == "fresh":
         if stateful(p.inner):
             part = st.get(SAMPLER_ITER_STATE) if p.wrap else st

@@ -124,6 +124,26 @@ def test_brace_pattern_and_index_cache(tmp_path):
     assert [again[i][1] for i in range(len(again))] == first
 
 
+def test_brace_alternatives_expand_as_braceexpand(tmp_path):
+    """{x,y} lists beside {A..B} ranges, several braces multiplying: the
+    shards and their order are braceexpand's (webdataset's own expansion)."""
+    braceexpand = pytest.importorskip("braceexpand").braceexpand
+    import shutil
+
+    paths, _ = write_shards(str(tmp_path))
+    for p in paths[:2]:
+        shutil.copy(p, p.replace("part-", "copy-"))
+    for pattern in ("part-{002,000,001}.tar", "{copy,part}-{000..001}.tar",
+                    "{part-002,copy-001}.tar"):
+        full = str(tmp_path / pattern)
+        want = Shards(list(braceexpand(full)), fields={"label": "cls"})
+        got = Shards(full, fields={"label": "cls"})
+        assert len(got) == len(want) == PER_SHARD * len(list(braceexpand(full)))
+        assert [int(got[i][0]) for i in range(len(got))] == [int(want[i][0]) for i in range(len(want))]
+    with pytest.raises(pinloader.Error, match="brace"):
+        Shards(str(tmp_path / "part-{0{0,1}}.tar"))
+
+
 def test_stale_index_cache_is_rebuilt(tmp_path):
     paths, _ = write_shards(str(tmp_path))
     Shards(paths, fields=FIELDS, size=16)

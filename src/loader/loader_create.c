@@ -40,9 +40,9 @@ static pl_plan_request plan_request(const pl_core *c) {
   return (pl_plan_request){
       .ds = c->ds,
       .batch_size = cfg->batch_size,
-      .num_workers = cfg->num_workers,
+      .num_workers = c->tune.threads,
       /* Auto: staging for the deepest prefetch the tuner may reach. */
-      .prefetch = PL_MAX(c->prefetch, c->tune.prefetch_max),
+      .prefetch = c->tune.prefetch_max,
       .pin_memory = cfg->pin_memory,
       .pinned_budget = cfg->pinned_budget,
       /* A whole-batch dataset (source_batch_callback.c) fills a batch in one
@@ -190,13 +190,13 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
     c->sampler.blocks = ds;
     c->sampler.window = ds->vt->shuffle_window(ds);
   }
-  pl_tune_setup(c); /* PL_AUTO: threads to start, a first depth */
-  int w = c->cfg.num_workers;
-  c->prefetch = c->cfg.prefetch ? c->cfg.prefetch : PL_MAX(2 * w, 2);
+  pl_tune_setup(c); /* workers and depth resolved, once (PL_AUTO, 0) */
+  int w = c->tune.threads;
+  c->prefetch = c->tune.prefetch;
   c->pool.max_slots =
       cfg->max_batch_buffers
           ? (int)cfg->max_batch_buffers /* <= PL_MAX_BATCH_BUFFERS */
-          : PL_MAX(c->prefetch, c->tune.prefetch_max) + 2 + w;
+          : c->tune.prefetch_max + 2 + w;
   c->pool.max_slots += (int)cfg->replay_batches; /* <= 65536, by the table */
   c->pool.max_slots = PL_MAX(c->pool.max_slots, 1);
   c->pool.slots = pl_calloc((size_t)c->pool.max_slots, sizeof *c->pool.slots);
@@ -242,7 +242,7 @@ pl_status pl_loader_create(pl_dataset *ds, const pl_loader_config *cfg,
     return pl_errorf(err, PL_NO_MEMORY, "out of memory");
   pl_status s = core_new(ds, cfg, &ld->core, err);
   if (s == PL_OK)
-    s = pl_workers_start(ld, ld->core->cfg.num_workers, err);
+    s = pl_workers_start(ld, ld->core->tune.threads, err);
   if (s != PL_OK) {
     pl_loader_destroy(ld);
     return s;

@@ -39,29 +39,27 @@ double pl_tune_budget(double requested, int cpus) {
   return PL_MAX(1.0, PL_MIN(b, cores));
 }
 
+/* Workers and depth resolved once, here, into the tuning state; the config
+ * stays as the caller gave it (PL_AUTO and 0 included), so that what was
+ * asked and what runs can both be told. */
 void pl_tune_setup(pl_core *c) {
   pl_tune *t = &c->tune;
-  pl_loader_config *cfg = &c->cfg;
+  const pl_loader_config *cfg = &c->cfg;
   t->auto_workers = cfg->num_workers == PL_AUTO;
   t->auto_prefetch = cfg->prefetch == PL_AUTO;
   t->cpus = pl_cpus_available();
   t->budget = pl_tune_budget(cfg->cpu_budget, t->cpus);
-  if (t->auto_workers) {
-    cfg->num_workers = (int)t->budget;
-    t->active = PL_MIN(START_WORKERS, cfg->num_workers);
-    t->prefetch_follows = cfg->prefetch == 0;
-  } else {
-    t->active = cfg->num_workers;
-  }
-  t->threads = cfg->num_workers;
-  int w = PL_MAX(t->active, 1);
+  t->threads = t->auto_workers ? (int)t->budget : cfg->num_workers;
+  t->active = t->auto_workers ? PL_MIN(START_WORKERS, t->threads) : t->threads;
+  /* prefetch 0 is "two per worker": with auto workers it follows them */
+  t->prefetch_follows = t->auto_workers && cfg->prefetch == 0;
   if (t->auto_prefetch || t->prefetch_follows) {
-    cfg->prefetch = PL_MAX(2 * w, 2);
+    t->prefetch = PL_MAX(2 * PL_MAX(t->active, 1), 2);
     t->prefetch_max = PL_MIN(PL_MAX(4 * t->threads, 16), 256);
   } else {
-    t->prefetch_max = cfg->prefetch;
+    t->prefetch = cfg->prefetch ? (int)cfg->prefetch : PL_MAX(2 * t->threads, 2);
+    t->prefetch_max = t->prefetch;
   }
-  t->prefetch = cfg->prefetch;
   t->worker_cap = t->threads;
   t->prefetch_cap = t->prefetch_max;
 }

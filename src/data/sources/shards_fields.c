@@ -153,7 +153,9 @@ void pl_shards_member_label(const shard *sh, uint64_t m, char *out,
 /* ---------------------------------------------------------------- brace
  * patterns: "a-{000..099}.tar" as WebDataset (braceexpand) writes them,
  * each {A..B} a range of integers, zero-padded to A's width when A has a
- * leading zero; several braces multiply. */
+ * leading zero, or {x,y,z} a list of alternatives (a mix of folders or
+ * splits: "{train,extra}-{0..9}.tar"); several braces multiply, the
+ * leftmost varying slowest, as braceexpand orders them. */
 
 static pl_status strv_add(strv *l, const char *s, size_t n, pl_error *err) {
   if (l->n == MAX_SHARDS)
@@ -178,12 +180,37 @@ void pl_shards_strv_free(strv *l) {
   free(l->v);
 }
 
+/* {x,y,z}: pat with each alternative in place of the brace, in turn. */
+static pl_status expand_list(const char *pat, const char *open,
+                             const char *close, strv *out, pl_error *err) {
+  size_t len = strlen(pat) + 1;
+  char *buf = malloc(len);
+  if (!buf)
+    return pl_errorf(err, PL_NO_MEMORY, "out of memory");
+  pl_status s = PL_OK;
+  for (const char *alt = open + 1; s == PL_OK && alt <= close;) {
+    const char *end = memchr(alt, ',', (size_t)(close - alt));
+    if (!end)
+      end = close;
+    snprintf(buf, len, "%.*s%.*s%s", (int)(open - pat), pat,
+             (int)(end - alt), alt, close + 1);
+    s = pl_shards_expand(buf, out, err);
+    alt = end + 1;
+  }
+  free(buf);
+  return s;
+}
+
 pl_status pl_shards_expand(const char *pat, strv *out, pl_error *err) {
   const char *open = strchr(pat, '{');
   const char *close = open ? strchr(open, '}') : NULL;
-  const char *dots = open && close ? strstr(open, "..") : NULL;
   if (!open)
     return strv_add(out, pat, strlen(pat), err);
+  const char *inner = close ? memchr(open + 1, '{', (size_t)(close - open - 1))
+                            : NULL;
+  if (close && !inner && memchr(open, ',', (size_t)(close - open)))
+    return expand_list(pat, open, close, out, err);
+  const char *dots = close ? strstr(open, "..") : NULL;
   char *end1, *end2;
   unsigned long long a = strtoull(open + 1, &end1, 10);
   unsigned long long b = dots ? strtoull(dots + 2, &end2, 10) : 0;
@@ -191,7 +218,7 @@ pl_status pl_shards_expand(const char *pat, strv *out, pl_error *err) {
       end1 == open + 1 || end2 == dots + 2 || b < a || b - a >= MAX_SHARDS)
     return pl_errorf(err, PL_INVALID_ARGUMENT,
                      "shards: '%s': a brace must be {FIRST..LAST} with "
-                     "FIRST <= LAST", pat);
+                     "FIRST <= LAST, or {A,B,...}", pat);
   int width = open[1] == '0' ? (int)(dots - open - 1) : 0;
   size_t len = strlen(pat) + 32;
   char *buf = malloc(len);
