@@ -583,6 +583,7 @@ class _Engine:
         self.started = False  # an iteration began on it
         self.fresh = False  # set_epoch / load_state_dict: begin where it stands
         self.exhausted = set()  # IterableDataset workers that ran out
+        self.delivered_state = self.epoch_start_state = None  # (begin_epoch, iterate)
         self.next_epoch = first_epoch  # an explicit order's next epoch
         self.base_seed = base_seed
         self.seed_ahead = False  # base_seed drawn before an iter(): that iter()'s (_primary)
@@ -1116,6 +1117,9 @@ class _Engine:
         self.started = True
         self.fresh = False
         self.exhausted = set()
+        self.delivered_state = None  # the own order's state after the last batch taken
+        own = not dl._explicit and not dl._plan.iterable and self._ld is not None
+        self.epoch_start_state = self._ld.save_state() if own else None
 
     def _draw_order(self, epoch, base_seed, guess):
         """An explicit order's epoch: the sampler's batches, drawn as
@@ -1241,10 +1245,16 @@ class _Engine:
         # after len(loader) warns at each batch past that length.
         reported = dl._IterableDataset_len_called if plan.iterable else None
         yielded = [0]
+        # The loader's own order: its state after each batch taken, for a
+        # state_dict() after a worker died (the C loader has stepped past
+        # the batch that failed with it, which a restore must read again).
+        own_order = not dl._explicit and not plan.iterable
 
         def pack(b):
             engine._tick()
             engine.taken += 1
+            if own_order:
+                engine.delivered_state = engine._ld.save_state()
             if engine.first_batch is not None:
                 engine.first_batch = engine.first_batch()  # (None: once)
             if engine.look_at is not None:

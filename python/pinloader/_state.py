@@ -566,13 +566,24 @@ def _iterable_workers(dl):
 
 def state_dict(dl):
     """DataLoader.state_dict()."""
-    if dl._plan.iterable:
+    eng = dl._engine
+    if eng is None or eng.closed:
         eng = dl._primary()
+    # An engine whose worker died (broken) is kept until the next iter():
+    # its C loader still tells the batches delivered before the death,
+    # which a new engine (the next epoch's) would lose.
+    if dl._plan.iterable:
         out = _iterable_state(dl, eng)
     elif dl._explicit:
         out = _explicit_state(dl, dl._engine)
     else:
-        return {"format": STATE_FORMAT, "state": dl._primary().ld.save_state()}
+        blob = eng.ld.save_state()
+        if eng.broken and eng.started:
+            # A worker died: the failed batch is not delivered; the state
+            # is the one after the last batch taken (the epoch's start
+            # when none was).
+            blob = eng.delivered_state or eng.epoch_start_state or blob
+        return {"format": STATE_FORMAT, "state": blob}
     out["format"] = STATE_FORMAT
     out.setdefault("state", None)
     return out

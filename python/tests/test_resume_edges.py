@@ -211,3 +211,47 @@ def test_state_dict_while_prefetched(kind):
 def _drain(fd):
     while select.select([fd], [], [], 0)[0]:
         os.read(fd, 1 << 16)
+
+
+def _big_maker(kind):
+    """As _maker, over 120 samples (40 batches): a worker killed after the
+    third batch still has batches to read, whatever was prefetched."""
+    def make():
+        ds = np.arange(120)
+        if kind == "seed":
+            return pinloader.DataLoader(ds, batch_size=3, shuffle=True, seed=4, num_workers=2)
+        if kind == "generator":
+            return pinloader.DataLoader(ds, batch_size=3, shuffle=True, num_workers=2,
+                                        generator=torch.Generator().manual_seed(9))
+        return pinloader.DataLoader(ds, batch_size=3, sampler=StatefulPerm(120, 1), num_workers=2)
+
+    return make
+
+
+@pytest.mark.parametrize("kind", ["seed", "generator", "sampler"])
+def test_state_dict_while_a_worker_restarts(kind):
+    """A worker killed mid-epoch: the iteration raises (as torch's), the
+    loader will start new workers at its next iter(). state_dict() then is
+    the state after the last batch delivered: restored into a new loader,
+    and into this one, it gives the rest of the epoch and the next epoch
+    of the uninterrupted run; nothing lost, nothing twice."""
+    import signal
+
+    make = _big_maker(kind)
+    want = _want(make, 2)
+    a = make()
+    it = iter(a)
+    got = [_flat(next(it)) for _ in range(3)]
+    os.kill(a.worker_pids[1], signal.SIGKILL)
+    with pytest.raises(pinloader.Error, match="SIGKILL"):
+        for b in it:
+            got.append(_flat(b))  # batches read before the death
+    assert got == want[0][:len(got)]
+    st = a.state_dict()
+    b = make()
+    b.load_state_dict(st)
+    assert _epochs(b, 2) == [want[0][len(got):], want[1]]
+    b.close()
+    a.load_state_dict(st)  # the loader whose worker died
+    assert _epochs(a, 2) == [want[0][len(got):], want[1]]
+    a.close()
