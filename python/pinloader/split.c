@@ -12,7 +12,7 @@
  * instead of all of it (the seeds' benchmark, 1,024 samples of about 100 us
  * on 6 workers: 100 ms become about 20), and the batches after it follow
  * one by one instead of all at once. Balanced workers' generators restart
- * at chunk boundaries whether a batch is split or not (_worker.seed_chunk),
+ * at chunk boundaries whether a batch is split or not (_seeding.seed_chunk),
  * so a split changes no sample. Only where a chunk's reply is nothing but
  * "done": fixed-shape samples (no pickled parts), no collate_fn (it sees
  * the whole batch), no timeout (progress records are per batch). */

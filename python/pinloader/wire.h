@@ -15,7 +15,7 @@
 #define MAX_REPLY (1ull << 34) /* a reply larger than this is a broken worker  \
                                 */
 /* Balanced workers' generators restart every SPLIT_CHUNK samples of a
- * batch (_worker.seed_chunk), and a split batch is split there. */
+ * batch (_seeding.seed_chunk), and a split batch is split there. */
 #define SPLIT_CHUNK 64
 
 /* req_head.flags */

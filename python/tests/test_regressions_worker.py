@@ -427,7 +427,7 @@ def test_forked_child_exiting_leaves_the_parents_workers_alone(how, tmp_path):
     os.fork) that runs sys.exit(0) while a 2-worker loader over a Python
     dataset is mid-epoch; the parent then finishes the epoch with every
     sample in order, and runs another. The os-fork case needs the parent-side
-    fix in pinloader/__init__.py (multiprocessing's atexit in the child
+    fix in pinloader/_procs.py (multiprocessing's atexit in the child
     terminates the daemon processes it inherited in its list: the parent's
     workers, SIGTERM): it fails on 405237f and until that fix is merged.
     The worker side has nothing that signals or confuses the parent's

@@ -1,7 +1,7 @@
 """The first round of an iteration split over idle workers (split.c,
 read_split): a batch of more than 64 samples goes out in 64-sample chunks,
 each to the next idle worker, and the global generators restart at every
-chunk boundary, split or not (_worker.seed_chunk). What is checked: the
+chunk boundary, split or not (_seeding.seed_chunk). What is checked: the
 split happens, it changes no sample (the same draws with 1, 2, 3 and 5
 workers, and the exact draws that seed_chunk gives), and a chunk's
 exception or death is reported as a whole batch's is, nothing hanging and
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import pinloader
-from pinloader import _worker
+from pinloader import _seeding, _worker
 
 torch = pytest.importorskip("torch")
 
@@ -77,7 +77,7 @@ def expected(base_seed, epoch, batch, n):
     rows = []
     for k in range(n):
         if k % _worker.CHUNK == 0:
-            _worker.seed_chunk(base_seed, epoch, batch, k // _worker.CHUNK)
+            _seeding.seed_chunk(base_seed, epoch, batch, k // _worker.CHUNK)
         rows.append(draws())
     return np.array(rows, dtype=np.int64)
 

@@ -232,7 +232,7 @@ def torch_workers(cfg):
     changes what torch draws or yields, else 0 (faster, the same batches)."""
     if cfg["source"] == "iter" and cfg["mode"] == "thread":
         # worker_mode="thread" reads an IterableDataset through one iterator
-        # (pinloader/__init__.py, _Engine: "One iterator must be read in
+        # (pinloader/_engine.py, _Engine: "One iterator must be read in
         # order: one thread at most"): torch's single-process iteration.
         # Not in python/README.md (reported).
         return 0
