@@ -565,16 +565,19 @@ def _iterable_workers(dl):
 
 def state_dict(dl):
     """DataLoader.state_dict()."""
-    eng = dl._engine
-    if eng is None or eng.closed:
-        eng = dl._primary()
+    if dl._explicit and not dl._plan.iterable:
+        out = _explicit_state(dl, dl._engine)
+        out["format"] = STATE_FORMAT
+        out.setdefault("state", None)
+        return out
     # An engine whose worker died (broken) is kept until the next iter():
     # its C loader still tells the batches delivered before the death,
     # which a new engine (the next epoch's) would lose.
+    eng = dl._engine
+    if eng is None or eng.closed:
+        eng = dl._primary()
     if dl._plan.iterable:
         out = _iterable_state(dl, eng)
-    elif dl._explicit:
-        out = _explicit_state(dl, dl._engine)
     else:
         blob = eng.ld.save_state()
         if eng.broken and eng.started:
