@@ -72,7 +72,7 @@ class BuildExtWithKernels(build_ext):
     def nvcc(self, nvcc, cu, objdir):
         obj = os.path.join(objdir, os.path.basename(cu) + ".o")
         deps = [cu] + glob.glob(os.path.join(HERE, "src", "**", "*.h"), recursive=True) \
-            + glob.glob(os.path.join(HERE, "include", "*.h"))
+            + glob.glob(os.path.join(HERE, "include", "**", "*.h"), recursive=True)
         if self.force or not os.path.exists(obj) or \
                 os.path.getmtime(obj) < max(os.path.getmtime(d) for d in deps):
             cmd = [nvcc] + NVCC_FLAGS + ["-c", cu, "-o", obj]
@@ -164,7 +164,7 @@ def extension():
         libraries=libraries,
         extra_objects=extra_objects,
         extra_link_args=link_args,
-        depends=glob.glob(os.path.join(HERE, "include", "*.h"))
+        depends=glob.glob(os.path.join(HERE, "include", "**", "*.h"), recursive=True)
         + glob.glob(os.path.join(HERE, "src", "**", "*.h"), recursive=True)
         + glob.glob(os.path.join(HERE, "python", "pinloader", "*.h")),
     )

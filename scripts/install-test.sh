@@ -84,7 +84,8 @@ same_as_build() {
 step "cmake --install into $T/prefix"
 cmake --install "$build" --prefix "$T/prefix" >/dev/null || fail "cmake --install"
 pc=$(find "$T/prefix" -name pinloader.pc)
-for f in include/pinloader.h bin/pinloader; do
+for f in include/pinloader.h include/pinloader/datasets.h include/pinloader/transforms.h \
+         include/pinloader/loader.h bin/pinloader; do
   [ -e "$T/prefix/$f" ] || fail "not installed: $f"
 done
 for f in libpinloader.so libpinloader.a pinloaderConfig.cmake pinloaderTargets.cmake pinloader.pc; do

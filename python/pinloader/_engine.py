@@ -19,7 +19,7 @@ from . import _collate
 from . import _pinloader as _C
 from . import _state
 from . import _worker
-from ._common import _new_error, _prefetch, _torch
+from ._common import _new_error, _torch
 from ._iterate import _Iteration
 from ._orders import _Guess, _Shadow, _Trailing, _draw_ahead, _order_arrays
 from ._pinloader import Error
@@ -101,8 +101,6 @@ class _Engine(_Iteration, _Processes):
                 threads = min(dl.num_workers, 1) if plan.iterable else dl.num_workers
         self.threads = threads
         self.first_epoch = first_epoch
-        depth = _prefetch(dl.prefetch_factor, threads)
-        self.depth = depth if isinstance(depth, int) else 4 * max(1, threads)
         if plan.native is not None:
             extra = {"transforms": dl._xf_specs} if dl._xf_specs else {}
             self._ld = _C.Loader(self.ds, **extra, **dl._loader_options(threads, first_epoch))
@@ -508,7 +506,8 @@ class _Engine(_Iteration, _Processes):
             # guess would move the workers' own random streams (and the
             # round robin would meet the next epoch early).
             return
-        self.look_at = (epoch, max(0, nbatches - 2 * self.depth))
+        # The depth the C loader resolved (and tuned, for PL_AUTO), now.
+        self.look_at = (epoch, max(0, nbatches - 2 * self.ld.prefetch))
 
     def _look_ahead(self, b):
         """Called with each batch packed: at look_at, guess and queue the

@@ -637,6 +637,17 @@ static PyObject *loader_epoch(LoaderObject *self, void *unused) {
              : PyLong_FromUnsignedLongLong(pl_loader_epoch(self->ld));
 }
 
+/* The prefetch depth as the C side resolved it (pl_tune_setup; PL_AUTO:
+ * tuned, so it may grow while running): Python reads it rather than work
+ * it out a second time. */
+static PyObject *loader_prefetch(LoaderObject *self, void *unused) {
+  if (loader_open(self) < 0)
+    return NULL;
+  pl_loader_timings t;
+  pl_loader_timings_get(self->ld, &t, sizeof t);
+  return PyLong_FromLong(t.prefetch);
+}
+
 static PyObject *loader_device(LoaderObject *self, void *unused) {
   if (loader_open(self) < 0)
     return NULL;
@@ -678,6 +689,8 @@ static PyGetSetDef loader_getset[] = {
      NULL},
     {"epoch", (getter)loader_epoch, NULL, "epoch of the next batch", NULL},
     {"device", (getter)loader_device, NULL, "(kind, index, name)", NULL},
+    {"prefetch", (getter)loader_prefetch, NULL,
+     "prefetch depth now, in batches (resolved by the C loader)", NULL},
     {"closed", (getter)loader_closed, NULL, "closed", NULL},
     {"options", (getter)loader_options, NULL,
      "{option: value} the loader was created with (after the environment's "

@@ -255,3 +255,25 @@ def test_direct_mode_off_notice_reaches_logging(caplog, mnist_like):
     msgs = [r.getMessage() for r in caplog.records if r.name == "pinloader"]
     assert msgs == ["copies straight from the dataset's memory are off: they need a CUDA device "
                     "(these batches live in host memory)"]
+
+
+@pytest.mark.parametrize("kwargs, depth", [
+    (dict(num_workers=2, prefetch_factor=3), 6),
+    (dict(num_workers=3), 6),  # torch's default prefetch_factor 2
+    (dict(num_workers=2, prefetch_factor="auto"), 4),  # PL_AUTO starts at 2 a worker
+])
+def test_the_resolved_prefetch_depth_is_read_from_c(tmp_path, kwargs, depth):
+    """The depth the C loader resolved (pl_tune_setup) is what Python reads
+    (Loader.prefetch); the next epoch's order is guessed that many batches,
+    twice over, before the end (_Engine._plan_guess), not from a second
+    guess of the depth in Python."""
+    np.save(tmp_path / "x.npy", np.arange(400, dtype=np.int64).reshape(100, 4))
+    data = pinloader.datasets.NPY(str(tmp_path / "x.npy"))
+    dl = pinloader.DataLoader(data, batch_size=2, shuffle=True, output="numpy", **kwargs)
+    try:
+        assert dl._ld.prefetch == depth
+        it = iter(dl)
+        assert dl._engine.look_at == (0, 50 - 2 * depth)
+        assert len(list(it)) == 50
+    finally:
+        dl.close()
