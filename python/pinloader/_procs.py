@@ -30,6 +30,34 @@ def _mp_context(ctx):
     return ctx
 
 
+def _preload_forkserver(ctx):
+    """forkserver, before its server starts: have the server import once
+    what every worker would import again (pinloader's worker; numpy, torch
+    and torchvision where this process has them): the workers fork from
+    it with those imported, seconds less each when the dataset imports
+    torch (beyond torch, which leaves the preload list as it is). The
+    user's own list (set_forkserver_preload) is kept and extended; a
+    server already running is left as it is (the list is read at its
+    start). The dataset's own module is not added: an import that fails
+    in the server other than with ImportError ends the server, and every
+    worker start after it, where in a worker it is that worker's error."""
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if server is None or getattr(server, "_forkserver_pid", None) is not None:
+        return
+    mods = list(getattr(server, "_preload_modules", ["__main__"]))
+    wanted = ["pinloader._worker"] + [m for m in _PRELOAD if m in sys.modules]
+    added = [m for m in wanted if m not in mods]
+    if added:
+        ctx.set_forkserver_preload(mods + added)
+
+
+_PRELOAD = ("numpy", "torch", "torchvision")
+
+
 def _signal_name(code):
     import signal
 
@@ -179,6 +207,7 @@ class _Processes:
         and the C loader are made."""
         ctx = _mp_context(dl.multiprocessing_context)
         spec.parent_pid = None if ctx.get_start_method() == "forkserver" else os.getpid()
+        _preload_forkserver(ctx)
         try:
             for w in range(dl.num_workers):
                 parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -260,3 +260,17 @@ class InitSeen:
 
     def __getitem__(self, i):
         return i, self.init_seen
+
+
+
+class ParentHasTorch:
+    """Sample i: int64 [1], 1 if the worker's parent process has torch's
+    library mapped (/proc/PPID/maps): for a forkserver worker, whether the
+    server imported torch before forking it."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        with open("/proc/%d/maps" % os.getppid()) as f:
+            return np.array([int("libtorch" in f.read())], dtype=np.int64)

@@ -588,3 +588,30 @@ def test_worker_processes_into_cuda_match_cpu():
         st = gpu.stats()
         assert st["pinned_bytes"] > 0 and st["pinned_fallbacks"] == 0
         gpu.close()
+
+
+@pytest.mark.parametrize("user_preload", [None, ["json"]])
+def test_forkserver_server_imports_torch_once_for_every_worker(user_preload):
+    """forkserver: the server imports torch (and numpy, pinloader's worker)
+    before it forks the workers, so that each does not import it again
+    (seconds a worker: bench/first_batch.py). Seen from the workers: their
+    parent, the server, has torch's library mapped. A preload list of the
+    user's own is kept. In a fresh interpreter: no server running yet."""
+    code = textwrap.dedent("""
+        import multiprocessing, sys
+        sys.path.insert(0, %r)
+        import torch, pinloader, pyw_data
+        if %r is not None:
+            multiprocessing.get_context("forkserver").set_forkserver_preload(%r)
+        dl = pinloader.DataLoader(pyw_data.ParentHasTorch(), batch_size=2, num_workers=2,
+                                  multiprocessing_context="forkserver")
+        print(sorted({int(x) for b in dl for x in b}))
+        from multiprocessing import forkserver
+        print(forkserver._forkserver._preload_modules)
+    """) % (HERE, user_preload, user_preload)
+    p = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    seen, preload = p.stdout.splitlines()[-2:]
+    assert seen == "[1]"
+    first = user_preload or ["__main__"]
+    assert preload == str(first + ["pinloader._worker", "numpy", "torch"])
