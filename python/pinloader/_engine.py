@@ -436,8 +436,8 @@ class _Engine(_Iteration, _Processes):
         self.started = True
         self.fresh = False
         self.exhausted = set()
-        self.delivered_state = None  # the own order's state after the last batch taken
-        own = not dl._explicit and not dl._plan.iterable and self._ld is not None
+        self.delivered_state = None  # the own order's (an iterable's) state after the last batch taken
+        own = (dl._plan.iterable or not dl._explicit) and self._ld is not None
         self.epoch_start_state = self._ld.save_state() if own else None
 
     def _draw_order(self, epoch, base_seed, guess):

@@ -94,10 +94,12 @@ class _Iteration:
         # after len(loader) warns at each batch past that length.
         reported = dl._IterableDataset_len_called if plan.iterable else None
         yielded = [0]
-        # The loader's own order: its state after each batch taken, for a
-        # state_dict() after a worker died (the C loader has stepped past
-        # the batch that failed with it, which a restore must read again).
-        own_order = not dl._explicit and not plan.iterable
+        # The loader's own order and an iterable dataset's: the C state
+        # after each batch taken, for a state_dict() after a worker died
+        # (the C loader has stepped past the batch that failed with it,
+        # which a restore must read again; an iterable's round robin
+        # resumes at that batch's worker).
+        own_order = plan.iterable or not dl._explicit
 
         def pack(b):
             engine._tick()

@@ -551,10 +551,21 @@ def _iterable_state(dl, eng):
         snaps["worker_%d" % w] = s if s is not None else {WORKER_ID: w, DATASET_STATE: None,
                                                           FETCHER_STATE: None}
     finished = bool(getattr(eng, "ran_out", False))
-    blob = eng.ld.save_state()
+    blob = _delivered_blob(eng)
     return {"order": "iterable", "state": blob, "epoch": eng.ld.epoch, ITERATOR_FINISHED: finished,
             NUM_WORKERS: workers, BASE_SEED: eng.base_seed,
             SNAPSHOT: {WORKER_SNAPSHOTS: snaps}}
+
+
+def _delivered_blob(eng):
+    """The C loader's state; after a worker died, the one after the last
+    batch taken (the epoch's start when none was): the failed batch was
+    not delivered, and the C loader has stepped past it."""
+    if eng.broken and eng.started:
+        kept = eng.delivered_state or eng.epoch_start_state
+        if kept is not None:
+            return kept
+    return eng.ld.save_state()
 
 
 def _iterable_workers(dl):
@@ -579,13 +590,7 @@ def state_dict(dl):
     if dl._plan.iterable:
         out = _iterable_state(dl, eng)
     else:
-        blob = eng.ld.save_state()
-        if eng.broken and eng.started:
-            # A worker died: the failed batch is not delivered; the state
-            # is the one after the last batch taken (the epoch's start
-            # when none was).
-            blob = eng.delivered_state or eng.epoch_start_state or blob
-        return {"format": STATE_FORMAT, "state": blob}
+        return {"format": STATE_FORMAT, "state": _delivered_blob(eng)}
     out["format"] = STATE_FORMAT
     out.setdefault("state", None)
     return out

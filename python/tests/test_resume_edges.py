@@ -223,12 +223,14 @@ def _big_maker(kind):
         if kind == "generator":
             return pinloader.DataLoader(ds, batch_size=3, shuffle=True, num_workers=2,
                                         generator=torch.Generator().manual_seed(9))
-        return pinloader.DataLoader(ds, batch_size=3, sampler=StatefulPerm(120, 1), num_workers=2)
+        if kind == "sampler":
+            return pinloader.DataLoader(ds, batch_size=3, sampler=StatefulPerm(120, 1), num_workers=2)
+        return pinloader.DataLoader(Shards(120), batch_size=2, num_workers=2)
 
     return make
 
 
-@pytest.mark.parametrize("kind", ["seed", "generator", "sampler"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_state_dict_while_a_worker_restarts(kind):
     """A worker killed mid-epoch: the iteration raises (as torch's), the
     loader will start new workers at its next iter(). state_dict() then is
