@@ -185,7 +185,9 @@ pl_status pl_image_sample_from_bytes(const pl_image_options *opt,
                                      pl_scratch *sc, void *image,
                                      int32_t crop[5], pl_error *err) {
   _Static_assert(PL_IMAGE_SAMPLE_FREE_SLOT == SLOT_FILE, "free slot");
-  crop_box b;
+  /* Set by pl_images_decode when it succeeds; zeroed for the compilers
+   * that cannot see that at -O3 (gcc 13: -Wmaybe-uninitialized). */
+  crop_box b = {0};
   PL_TRY(pl_images_decode(opt, data, n, name, ctx, index, sc, image, &b,
                           err));
   if (crop) {
