@@ -45,6 +45,7 @@ fi
 # less wall time than one device call allows.
 logs=${PINLOADER_PY_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/pinloader-pylogs.XXXXXX")}
 mkdir -p "$logs"
+: >"$logs/rc.txt" # a reused folder: only this run's files count
 export PY logs
 ls -S test_*.py | xargs -P "$jobs" -I{} sh -c \
   '"$PY" -m pytest -q -p no:cacheprovider -rfEs "$1" >"$logs/$1.log" 2>&1; echo "$? $1" >>"$logs/rc.txt"' _ {}
