@@ -9,7 +9,9 @@ file index), and for pinloader after load_state_dict().
 Each case runs in a fresh interpreter (no worker, forkserver or import
 left over from another case): it builds the dataset (not timed), then
 times DataLoader() (`init`), and iter() + next() up to the first batch
-(`first`; on cuda, the batch on the GPU and synchronized). `restore`:
+(`first`; on cuda, the batch on the GPU and synchronized; CUDA itself
+started before, as a training script's model has it, unless --cold-cuda).
+`restore`:
 pinloader only (torch has no state_dict): a loader given the state of
 another taken at batch 3, from iter() to its first batch. Times are the
 median of --reps runs (each in its own interpreter).
@@ -100,11 +102,25 @@ def _first(impl, ds, workers, method, device, batch, restore):
     return t1 - t0, t2 - t1, rep
 
 
+def _cuda_ready():
+    """CUDA started in this process before anything is timed, as in a
+    training script whose model is on the GPU before its first batch:
+    CUDA's own start (0.3-0.4 s on the H200, in a fresh interpreter) is
+    then no loader's. Seconds it took."""
+    import torch
+
+    t0 = time.perf_counter()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def one(args):
     """A single case, in this interpreter: prints its JSON."""
+    cuda_s = _cuda_ready() if args.device == "cuda" and not args.cold_cuda else None
     ds = Small(args.n) if args.objects_mb == 0 else Objects(args.n, args.objects_mb)
     got = _first(args.impl, ds, args.workers_one, args.method, args.device, args.batch, args.restore)
-    out = {"init_s": got[0], "first_s": got[1]}
+    out = {"init_s": got[0], "first_s": got[1], "cuda_start_s": cuda_s}
     if len(got) > 2:
         out["report"] = got[2]
     print("RESULT " + json.dumps(out))
@@ -113,7 +129,8 @@ def one(args):
 def _case(args, impl, workers, method, mb, restore):
     cmd = [sys.executable, os.path.abspath(__file__), "--one", "--impl", impl, "--workers-one", str(workers),
            "--method", method, "--objects-mb", str(mb), "--device", args.device, "--batch",
-           str(args.batch), "--n", str(args.n)] + (["--restore"] if restore else [])
+           str(args.batch), "--n", str(args.n)] + (["--restore"] if restore else []) + \
+        (["--cold-cuda"] if args.cold_cuda else [])
     runs = []
     for _ in range(args.reps):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
@@ -139,6 +156,9 @@ def main():
     ap.add_argument("--case-timeout", type=float, default=600)
     ap.add_argument("--out", default=None)
     ap.add_argument("--name", default="first-batch")
+    ap.add_argument("--cold-cuda", action="store_true",
+                    help="on cuda, leave CUDA unstarted before the timed part (each loader's "
+                         "first batch then pays CUDA's start)")
     # one case (internal)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", default="pinloader", help=argparse.SUPPRESS)
@@ -174,11 +194,17 @@ def main():
     header = ["dataset", "start", "workers", "torch first s", "torch total s", "pinloader first s",
               "pinloader total s", "pinloader total after restore s"]
     notes = ["`first`: iter() + next() to the first batch (worker start included; on cuda the batch "
-             "is on the GPU). `total`: from DataLoader() to the first batch (pinloader reads one "
-             "sample in DataLoader(), torch none). `total after restore`: DataLoader(), "
+             "is on the GPU). `total`: from DataLoader() to the first batch (neither reads "
+             "the dataset in DataLoader()). `total after restore`: DataLoader(), "
              "load_state_dict() of another loader's state at batch 3 (which starts the workers), "
              "iter() and the first batch. Median of %d runs, each in a fresh interpreter; batch %d, "
-             "%d samples; init and first apart in the JSON." % (args.reps, args.batch, args.n)]
+             "%d samples; init and first apart in the JSON. %s" % (
+                 args.reps, args.batch, args.n,
+                 "" if args.device != "cuda" else
+                 "CUDA started before the timed part (as a training script's model on the GPU "
+                 "does; cuda_start_s in the JSON)." if not args.cold_cuda else
+                 "CUDA not started before the timed part (--cold-cuda): each loader's first "
+                 "batch pays its start.")]
     benchinfo.write(args.out, args.name, info, res, header, rows, notes)
 
 

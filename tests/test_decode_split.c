@@ -63,9 +63,32 @@ static void test_split_rule(void) {
   CHECK_EQ_U64(c.gpu_images, 5 + 100 * 100 + 100);
 }
 
+/* The rule against a model of the two paths: a worker's n images, the CPU
+ * c s an image, the GPU's call L + k p s for k images (a fixed part: the
+ * call, its queue behind other workers). Fed the GPU path's own time, the
+ * share settles where both halves end together, (n - k) c = L + k p,
+ * k / n = (n c - L) / (n (c + p)). */
+static void test_split_settles(void) {
+  const uint32_t n = 256;
+  const double c = 2e-3, L = 20e-3, p = 0.5e-3;
+  const double want = (n * c - L) / (n * (c + p)); /* 0.76875 */
+  pl_decode_split s;
+  pl_split_init(&s, PL_DECODE_AUTO);
+  for (int i = 0; i < 200; i++) {
+    uint32_t k = pl_split_gpu_count(&s, n);
+    pl_split_observe(&s, n - k, (uint64_t)((n - k) * c * 1e9), k,
+                     (uint64_t)((L + k * p) * 1e9));
+  }
+  double got = atomic_load(&s.share) / (double)PL_SPLIT_ONE;
+  CHECK(fabs(got - want) < 0.01);
+  uint32_t k = pl_split_gpu_count(&s, n);
+  CHECK(fabs((n - k) * c - (L + k * p)) < 4 * (c + p)); /* within 4 images */
+}
+
 #ifndef PL_HAVE_JPEG
 int main(void) {
   test_split_rule();
+  test_split_settles();
   printf("test_decode_split: built without the image codecs: only the split "
          "rule checked\n");
   return pl_test_finish("test_decode_split");
@@ -162,8 +185,11 @@ static const char *make_folder(void) {
  * fail_begin is set. It keeps each job's box, flip and destination. */
 typedef struct fake_gpu {
   pl_gpu_decoder pub;
-  int fail_begin, fail_job, jobs_seen, destroyed;
-  int njobs;
+  int fail_begin, fail_job, destroyed;
+  int done_at_begin; /* finish says the work was done when begin returned */
+  double began;
+  int jobs_seen, call_first, call_n; /* jobs begun; the last call's */
+  int njobs;             /* kept below: the first 64 jobs */
   pl_gpu_job jobs[64];
 } fake_gpu;
 
@@ -175,21 +201,24 @@ static pl_status fake_begin(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
     return pl_errorf(err, PL_CUDA, "cudaMalloc: out of memory (fake)");
   for (uint32_t j = 0; j < n && f->njobs < 64; j++)
     f->jobs[f->njobs++] = jobs[j];
+  f->call_first = f->jobs_seen, f->call_n = n;
+  f->jobs_seen += n;
   *ticket = jobs;
+  f->began = pl_now();
   return PL_OK;
 }
 
-static pl_status fake_finish(pl_gpu_decoder *d, void *ticket, pl_error *err) {
+static pl_status fake_finish(pl_gpu_decoder *d, void *ticket, double *done_at,
+                             pl_error *err) {
   fake_gpu *f = (fake_gpu *)d;
   (void)err;
-  pl_gpu_job *jobs = ticket; /* this call's: jobs[jobs_seen..njobs) */
-  for (int j = f->jobs_seen; j < f->njobs; j++) {
-    pl_gpu_job *job = &jobs[j - f->jobs_seen];
-    job->failed = j == f->fail_job;
-    if (!job->failed)
-      memset(job->dst, FAKE_BYTE, IMG);
+  *done_at = f->done_at_begin ? f->began : 0;
+  pl_gpu_job *jobs = ticket; /* this call's: job numbers call_first.. */
+  for (int j = 0; j < f->call_n; j++) {
+    jobs[j].failed = f->call_first + j == f->fail_job;
+    if (!jobs[j].failed)
+      memset(jobs[j].dst, FAKE_BYTE, IMG);
   }
-  f->jobs_seen = f->njobs;
   return PL_OK;
 }
 
@@ -352,6 +381,47 @@ static void test_view(const char *root) {
   pl_dataset_destroy(plain);
 }
 
+/* auto with a GPU whose work is done when begin returns, while the worker
+ * still decodes its share: the share climbs batch after batch to its cap.
+ * (Timed to the return of finish, the GPU looked exactly as slow as the
+ * CPU share, every share looked balanced, and auto stayed at its start.) */
+static void test_auto_follows_a_fast_gpu(const char *root) {
+  pl_dataset *plain = open_folder(root, 1), *view = NULL;
+  fake_gpu f;
+  fake_init(&f);
+  f.done_at_begin = 1;
+  pl_error err;
+  CHECK_OK(pl_images_gpu_view(plain, &f.pub, PL_DECODE_AUTO, &view, &err),
+           &err);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = NIMG;
+  cfg.device = PL_DEVICE_CPU;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(view, &cfg, &ld, &err), &err);
+  pl_loader_timings t;
+  double share[13];
+  for (int e = 0; e < 12 && ld; e++) {
+    pl_loader_timings_get(ld, &t, sizeof t);
+    share[e] = t.decode_gpu_share;
+    pl_batch *b = NULL;
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err); /* the epoch's one batch */
+    if (b)
+      pl_batch_release(b, NULL);
+    CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_END_OF_EPOCH, &err);
+  }
+  pl_loader_timings_get(ld, &t, sizeof t);
+  share[12] = t.decode_gpu_share;
+  CHECK(share[0] == 0.5); /* auto starts even */
+  for (int e = 1; e <= 12; e++)
+    CHECK(share[e] > share[e - 1] || share[e] == 31.0 / 32);
+  CHECK(share[12] == 31.0 / 32); /* its cap: the CPU stays measured */
+  CHECK_EQ_U64(t.decode_gpu_images + t.decode_cpu_images, 12 * NIMG);
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(view);
+  pl_dataset_destroy(plain);
+}
+
 /* ---------------------------------------------------------------- absent */
 
 typedef struct notes {
@@ -458,9 +528,11 @@ static void test_report_line(void) {
 
 int main(void) {
   test_split_rule();
+  test_split_settles();
   test_probe();
   const char *root = make_folder();
   test_view(root);
+  test_auto_follows_a_fast_gpu(root);
   if (pl_cuda_device_count() > 0)
     printf("test_decode_split: a CUDA device is present: decode=gpu's "
            "absent path not checked (tests/gpu/test_gpu_nvjpeg.c covers "

@@ -72,7 +72,7 @@ if [[ ${PL_GPU_TESTS_ONLY:-0} == 0 ]]; then
     --batches 160 --out "$out" --name images-cuda-decode 2>&1 | tail -n 12 || rc=1
   echo "== the same on 4 cores (taskset -c 0-3, 4 workers)"
   timeout 300 taskset -c 0-3 python3 bench/images_vs_torch.py --require-torchvision \
-    --decode cpu,auto --workers 4 --batches 40 --out "$out" --name images-cuda-decode-4cores \
+    --decode cpu,auto,gpu --workers 4 --batches 160 --out "$out" --name images-cuda-decode-4cores \
     2>&1 | tail -n 12 || rc=1
 fi
 exit $rc

@@ -5,11 +5,13 @@
  * The rule: a worker hands k of a batch's n GPU-able images to the GPU,
  * decodes the other n - k itself meanwhile, then waits for the GPU's. Both
  * halves end together when k / n = c / (c + g), with c and g the seconds
- * per image each path took in recent batches (the GPU's as the worker saw
- * it: its whole call, queueing behind other workers included). So the
- * share follows measured rates and moves when they do (another job on the
- * GPU, fewer cores). Mode gpu pins the share at 1; auto keeps it within
- * [1/32, 31/32] so that both rates stay measured.
+ * per image each path took in recent batches (the GPU's from begin to the
+ * moment its work was complete, as the decoder saw it, queueing behind
+ * other workers included; not to the return of finish, which comes after
+ * the worker's own half). So the share follows measured rates and moves
+ * when they do (another job on the GPU, fewer cores). Mode gpu pins the
+ * share at 1; auto keeps it within [1/32, 31/32] so that both rates stay
+ * measured.
  *
  * Threads: any number of workers call at once. The rates and the share
  * are single words updated without a lock (a lost update only delays the

@@ -34,8 +34,12 @@ struct pl_gpu_decoder {
    * nvJPEG), not an image's: an image nvJPEG refuses is a failed job. */
   pl_status (*begin)(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
                      uint32_t size, void **ticket, pl_error *err);
-  /* Waits for the ticket's work; sets each job's failed. */
-  pl_status (*finish)(pl_gpu_decoder *d, void *ticket, pl_error *err);
+  /* Waits for the ticket's work; sets each job's failed. *done_at: when
+   * that work was complete (pl_now()'s clock), which is before this call
+   * when the GPU ended first; 0 when the decoder cannot tell. The split
+   * needs it: the wait here alone says only which path ended last. */
+  pl_status (*finish)(pl_gpu_decoder *d, void *ticket, double *done_at,
+                      pl_error *err);
   void (*destroy)(pl_gpu_decoder *d);
 };
 

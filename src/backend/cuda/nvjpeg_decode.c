@@ -42,6 +42,9 @@ typedef struct nvj_ctx {
   pl_gpu_job *jobs; /* the call's */
   uint32_t n, size;
   int failed; /* nvJPEG refused the batch: every job to the CPU */
+  /* pl_now() in ns when the stream reached the call's end (a host
+   * function queued after its copies); 0 until then, or if that failed. */
+  atomic_uint_fast64_t done_ns;
 } nvj_ctx;
 
 typedef struct nvj_decoder {
@@ -302,6 +305,21 @@ static pl_status run_batch(nvj_decoder *d, nvj_ctx *c, uint32_t size,
   return c->failed ? PL_OK : crop_all(c, roi, size, err);
 }
 
+/* On CUDA's callback thread, once the call's work is complete: when that
+ * was, for the split (finish may come much later). */
+static void CUDART_CB mark_done(void *arg) {
+  nvj_ctx *c = arg;
+  atomic_store_explicit(&c->done_ns, (uint64_t)(pl_now() * 1e9),
+                        memory_order_release);
+}
+
+/* Best effort: without the mark, finish reports its own return. */
+static void queue_done_mark(nvj_ctx *c) {
+  atomic_store_explicit(&c->done_ns, 0, memory_order_relaxed);
+  if (cudaLaunchHostFunc(c->stream, mark_done, c) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
 static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
                            uint32_t size, void **ticket, pl_error *err) {
   nvj_decoder *d = (nvj_decoder *)pub;
@@ -318,6 +336,7 @@ static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
       (void)cudaGetLastError();
       ctx_give(d, c);
     } else {
+      queue_done_mark(c);
       *ticket = c;
     }
   }
@@ -326,12 +345,15 @@ static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
 }
 
 static pl_status nvj_finish(pl_gpu_decoder *pub, void *ticket,
-                            pl_error *err) {
+                            double *done_at, pl_error *err) {
   nvj_decoder *d = (nvj_decoder *)pub;
   nvj_ctx *c = ticket;
   int prev;
+  *done_at = 0;
   PL_TRY(pl_cuda_enter(d->device, &prev, err));
   cudaError_t rc = cudaStreamSynchronize(c->stream);
+  /* (The host function is a stream operation: done once the sync is.) */
+  *done_at = atomic_load_explicit(&c->done_ns, memory_order_acquire) / 1e9;
   size_t plane3 = (size_t)3 * c->size * c->size;
   for (uint32_t i = 0; i < c->n; i++) {
     c->jobs[i].failed = c->failed || rc != cudaSuccess;
