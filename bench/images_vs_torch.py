@@ -100,10 +100,11 @@ def warm_page_cache(files):
 
 # ---------------------------------------------------------------- torch peers
 
-def torchvision_loader(root, size, batch, workers, pin):
+def torchvision_loader(root, size, batch, workers, pin, train=True):
     import torch
     from torchvision import datasets as tvd, transforms as T
-    tf = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.PILToTensor()])
+    tf = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.PILToTensor()] if train
+                   else [T.Resize(size * 256 // 224), T.CenterCrop(size), T.PILToTensor()])
     return torch.utils.data.DataLoader(tvd.ImageFolder(root, tf), batch_size=batch, shuffle=True,
                                        num_workers=workers, pin_memory=pin,
                                        persistent_workers=workers > 0, drop_last=True)
@@ -221,6 +222,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--name")
+    ap.add_argument("--eval", action="store_true",
+                    help="eval transforms: Resize(size*256/224) + CenterCrop(size) (torchvision "
+                         "needed), pinloader ImageFolder(train=False)")
     ap.add_argument("--decode", default="cpu",
                     help="comma-separated pinloader decode modes: cpu, auto, gpu")
     a = ap.parse_args()
@@ -241,8 +245,9 @@ def main():
         have_tv = True
     except ImportError:
         have_tv = False
-        if a.require_torchvision:
-            sys.exit("torchvision is required here (--require-torchvision) and does not import")
+        if a.require_torchvision or a.eval:
+            sys.exit("torchvision is required here (--require-torchvision or --eval) and does "
+                     "not import")
     # Generated (forked processes) before anything touches CUDA.
     root = a.root or "/tmp/pinloader-imagenet-like-%d-%d" % (a.images, a.classes)
     if not a.root:
@@ -259,12 +264,14 @@ def main():
     info = benchinfo.collect(a.device)
     res = {"workers": a.workers, "batch": a.batch, "size": a.size, "batches": a.batches,
            "images": len(files), "classes": classes, "mean_file_bytes": nbytes / len(files),
-           "root": root, "quick": a.quick, "transform": "RandomResizedCrop(%d) + flip, uint8" % a.size}
+           "root": root, "quick": a.quick,
+           "transform": ("Resize(%d) + CenterCrop(%d), uint8" % (a.size * 256 // 224, a.size)
+                         if a.eval else "RandomResizedCrop(%d) + flip, uint8" % a.size)}
     random.seed(0)
     torch.manual_seed(0)
 
     peer = "torchvision" if have_tv else "torch+PIL"
-    tl = (torchvision_loader(root, a.size, a.batch, a.workers, cuda) if have_tv
+    tl = (torchvision_loader(root, a.size, a.batch, a.workers, cuda, not a.eval) if have_tv
           else pil_loader(files, a.size, a.batch, a.workers, cuda))
     res["peer"] = peer
     res["torch_images_s"] = measure(tl, a.batches, a.device, True, a.batch, a.size, classes)
@@ -272,7 +279,7 @@ def main():
     gc.collect()  # the peer's worker processes end before pinloader runs
 
     for mode in modes:
-        ds = pinloader.datasets.ImageFolder(root, size=a.size, decode=mode)
+        ds = pinloader.datasets.ImageFolder(root, size=a.size, decode=mode, train=not a.eval)
         if len(ds) != len(files):
             sys.exit("pinloader lists %d images, the folder has %d" % (len(ds), len(files)))
         pl = pinloader.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,
@@ -303,9 +310,10 @@ def main():
     rows += [
             ["%s ImageFolder, torch DataLoader" % peer, res["torch_images_s"],
              res["torch_images_s_per_core"], "1.00x"]]
-    notes = ["%d images (mean %.0f KB, %d classes) in %s; RandomResizedCrop(%d) + horizontal flip, "
+    notes = ["%d images (mean %.0f KB, %d classes) in %s; %s, "
              "uint8 [3, %d, %d]; batch %d, %d workers each, shuffled, %d batches timed after the "
-             "first; into %s." % (len(files), res["mean_file_bytes"] / 1e3, classes, root, a.size,
+             "first; into %s." % (len(files), res["mean_file_bytes"] / 1e3, classes, root,
+                                  res["transform"].rsplit(",", 1)[0],
                                   a.size, a.size, a.batch, a.workers, a.batches,
                                   "GPU memory (torch: pin_memory + .to(non_blocking=True))" if cuda
                                   else "host memory"),
