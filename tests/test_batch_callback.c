@@ -646,6 +646,60 @@ static int record_turn(void *user, const uint64_t *idx, uint32_t n,
   return 0;
 }
 
+/* pl_batch_info.ready_ahead and depth: with one worker and a consumer that
+ * takes nothing, jobs 0..3 (prefetch 4) are claimed one after another,
+ * each after the one before was loaded: 0, 1, 2, 3 batches ready. */
+typedef struct ahead_state {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint32_t ready[8], depth[8];
+  int seen; /* jobs recorded */
+} ahead_state;
+
+static int record_ahead(void *user, const uint64_t *idx, uint32_t n,
+                        const pl_batch_info *info, const pl_batch_dst *dst,
+                        char *msg, size_t cap) {
+  ahead_state *st = user;
+  (void)idx, (void)n, (void)dst, (void)msg, (void)cap;
+  pthread_mutex_lock(&st->mu);
+  if (info->job < 8) {
+    st->ready[info->job] = info->ready_ahead;
+    st->depth[info->job] = info->depth;
+    st->seen++;
+  }
+  pthread_cond_broadcast(&st->cv);
+  pthread_mutex_unlock(&st->mu);
+  return 0;
+}
+
+static void test_info_says_how_far_ahead(void) {
+  ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                    {0}, {0}, 0};
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32, record_ahead, NULL,
+                                          0, &st, NULL, &ds, &err),
+           &err);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 1;
+  cfg.num_workers = 1;
+  cfg.prefetch = 4;
+  cfg.device = PL_DEVICE_CPU;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pthread_mutex_lock(&st.mu);
+  while (st.seen < 4)
+    pthread_cond_wait(&st.cv, &st.mu);
+  pthread_mutex_unlock(&st.mu);
+  for (uint32_t j = 0; j < 4; j++) {
+    CHECK_EQ_U64(st.ready[j], j);
+    CHECK_EQ_U64(st.depth[j], 4);
+  }
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+}
+
 static void test_in_order_calls_take_turns(void) {
   turn_state st = {.n = 0};
   pthread_mutex_init(&st.mu, NULL);
@@ -699,5 +753,6 @@ int main(void) {
   test_failure_before_a_queued_epoch(2);
   test_abandoned_batch_is_told();
   test_in_order_calls_take_turns();
+  test_info_says_how_far_ahead();
   return pl_test_finish("test_batch_callback");
 }

@@ -29,7 +29,7 @@ static void test_split_rule(void) {
   CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 0);
   pl_split_init(&s, PL_DECODE_GPU);
   CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 10);
-  pl_split_observe(&s, 0, 0, 10, 1000000);
+  pl_split_observe(&s, 0, 0, 10, 1000000, 0);
   CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 10); /* gpu: pinned at 1 */
 
   pl_split_init(&s, PL_DECODE_AUTO);
@@ -37,15 +37,15 @@ static void test_split_rule(void) {
   CHECK_EQ_U64(pl_split_gpu_count(&s, 7), 4);  /* 3.5 rounds up */
   /* CPU 1 ms an image, GPU 0.25 ms: the rule's share is 1 / 1.25 = 0.8
    * (52428 of 65536); a quarter of the way from 32768 is 37683. */
-  pl_split_observe(&s, 5, 5000000, 5, 1250000);
+  pl_split_observe(&s, 5, 5000000, 5, 1250000, 0);
   CHECK_EQ_U64(atomic_load(&s.share), 37683);
   /* A GPU far faster: the share climbs to its cap, 31/32. */
   for (int i = 0; i < 100; i++)
-    pl_split_observe(&s, 1, 1000000000, 100, 1000);
+    pl_split_observe(&s, 1, 1000000000, 100, 1000, 0);
   CHECK_EQ_U64(atomic_load(&s.share), 65536 - 2048);
   /* Then far slower: down to 1/32, never 0 (the GPU stays measured). */
   for (int i = 0; i < 100; i++)
-    pl_split_observe(&s, 100, 1000, 1, 1000000000);
+    pl_split_observe(&s, 100, 1000, 1, 1000000000, 0);
   CHECK_EQ_U64(atomic_load(&s.share), 2048);
   CHECK_EQ_U64(pl_split_gpu_count(&s, 64), 2);
   pl_split_count_not_gpu(&s, 3);
@@ -77,7 +77,7 @@ static void test_split_settles(void) {
   for (int i = 0; i < 200; i++) {
     uint32_t k = pl_split_gpu_count(&s, n);
     pl_split_observe(&s, n - k, (uint64_t)((n - k) * c * 1e9), k,
-                     (uint64_t)((L + k * p) * 1e9));
+                     (uint64_t)((L + k * p) * 1e9), 0);
   }
   double got = atomic_load(&s.share) / (double)PL_SPLIT_ONE;
   CHECK(fabs(got - want) < 0.01);
@@ -85,10 +85,37 @@ static void test_split_settles(void) {
   CHECK(fabs((n - k) * c - (L + k * p)) < 4 * (c + p)); /* within 4 images */
 }
 
+/* A loader ahead of its consumer needs no speed: auto's share goes to its
+ * floor (the GPU kept for the consumer), and comes back to the rule's once
+ * the consumer waits again. */
+static void test_split_leans_to_the_cpu_when_ahead(void) {
+  CHECK(!pl_split_ahead(0, 0) && !pl_split_ahead(0, 4));
+  CHECK(pl_split_ahead(1, 1) && pl_split_ahead(1, 4) && !pl_split_ahead(1, 5));
+  CHECK(!pl_split_ahead(7, 32) && pl_split_ahead(8, 32));
+  pl_decode_split s;
+  pl_split_init(&s, PL_DECODE_AUTO);
+  /* A GPU 4x faster (the rule's share 0.8) while the loader is ahead. */
+  for (int i = 0; i < 60; i++)
+    pl_split_observe(&s, 10, 10000000, 10, 2500000, 1);
+  CHECK_EQ_U64(atomic_load(&s.share), 2048); /* 1/32: the floor */
+  for (int i = 0; i < 60; i++)
+    pl_split_observe(&s, 10, 10000000, 10, 2500000, 0);
+  CHECK(fabs(atomic_load(&s.share) / (double)PL_SPLIT_ONE - 0.8) < 0.01);
+  /* Ahead before any GPU rate is known: the floor too. */
+  pl_split_init(&s, PL_DECODE_AUTO);
+  pl_split_observe(&s, 10, 10000000, 0, 0, 1);
+  CHECK(atomic_load(&s.share) < PL_SPLIT_ONE / 2);
+  /* gpu stays pinned. */
+  pl_split_init(&s, PL_DECODE_GPU);
+  pl_split_observe(&s, 10, 10000000, 10, 2500000, 1);
+  CHECK_EQ_U64(atomic_load(&s.share), PL_SPLIT_ONE);
+}
+
 #ifndef PL_HAVE_JPEG
 int main(void) {
   test_split_rule();
   test_split_settles();
+  test_split_leans_to_the_cpu_when_ahead();
   printf("test_decode_split: built without the image codecs: only the split "
          "rule checked\n");
   return pl_test_finish("test_decode_split");
@@ -529,6 +556,7 @@ static void test_report_line(void) {
 int main(void) {
   test_split_rule();
   test_split_settles();
+  test_split_leans_to_the_cpu_when_ahead();
   test_probe();
   const char *root = make_folder();
   test_view(root);

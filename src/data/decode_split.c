@@ -35,8 +35,12 @@ static void rate_update(atomic_uint_fast64_t *ps, uint32_t n, uint64_t ns) {
                         memory_order_relaxed);
 }
 
+int pl_split_ahead(uint32_t ready_ahead, uint32_t depth) {
+  return ready_ahead > 0 && ready_ahead >= (depth + 3) / 4;
+}
+
 void pl_split_observe(pl_decode_split *s, uint32_t n_cpu, uint64_t cpu_ns,
-                      uint32_t n_gpu, uint64_t gpu_ns) {
+                      uint32_t n_gpu, uint64_t gpu_ns, int ahead) {
   atomic_fetch_add_explicit(&s->cpu_images, n_cpu, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->gpu_images, n_gpu, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->cpu_ns, cpu_ns, memory_order_relaxed);
@@ -47,10 +51,11 @@ void pl_split_observe(pl_decode_split *s, uint32_t n_cpu, uint64_t cpu_ns,
     return;
   uint64_t c = atomic_load_explicit(&s->cpu_ps, memory_order_relaxed);
   uint64_t g = atomic_load_explicit(&s->gpu_ps, memory_order_relaxed);
-  if (!c || !g)
+  if (!ahead && (!c || !g))
     return;
-  uint64_t target = (uint64_t)((double)c / ((double)c + (double)g) *
-                               PL_SPLIT_ONE);
+  uint64_t target =
+      ahead ? SHARE_MIN
+            : (uint64_t)((double)c / ((double)c + (double)g) * PL_SPLIT_ONE);
   uint64_t old = atomic_load_explicit(&s->share, memory_order_relaxed);
   uint64_t next = (3 * old + target) / 4;
   next = PL_MAX(PL_MIN(next, SHARE_MAX), SHARE_MIN);

@@ -244,8 +244,10 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
                               dst_queued};
     /* The batch's index in its epoch (pl_batch_index), also in a stream
      * resumed mid-epoch: the consumer finds its extras by it. */
-    const pl_batch_info info = {c->cfg.seed, b->epoch, pl_batch_index(b),
-                                c->cfg.timeout_s, b->gen, b->job};
+    const pl_batch_info info = {c->cfg.seed,      b->epoch,
+                                pl_batch_index(b), c->cfg.timeout_s,
+                                b->gen,           b->job,
+                                b->ready_ahead,   b->depth};
     if (timed) {
       atomic_store_explicit(&b->cur_sample, b->sample_idx[0],
                             memory_order_relaxed);

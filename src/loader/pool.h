@@ -46,6 +46,9 @@ struct pl_batch {
    * and whether its fill still holds the turn. [mu] */
   uint64_t claim_seq;
   int turn_held;
+  /* Batches of its stream loaded and not yet taken when it was claimed,
+   * and the prefetch depth then (pl_batch_info). [mu] */
+  uint32_t ready_ahead, depth;
   /* The replay (replay.c): kept for it, or a handle on a kept batch. */
   int cached;
   pl_batch *replay_of;

@@ -119,6 +119,16 @@ void pl_core_skip_epoch(pl_core *c, uint64_t epoch) {
   drop_stale(c);
 }
 
+/* Batches of the current stream loaded and not yet taken. [mu] */
+static uint32_t ready_ahead(const pl_core *c) {
+  uint32_t n = 0;
+  for (int i = 0; i < c->pool.nslots; i++) {
+    const pl_batch *b = c->pool.slots[i];
+    n += b->state == SLOT_READY && b->gen == c->stream.gen;
+  }
+  return n;
+}
+
 /* Claims the next job into a free buffer. [mu] The sample indices are
  * computed later, by the filler, outside the lock. */
 pl_batch *pl_core_claim(pl_core *c, pl_batch *b) {
@@ -127,6 +137,8 @@ pl_batch *pl_core_claim(pl_core *c, pl_batch *b) {
   b->gen = c->stream.gen;
   b->job = c->stream.next_claim++;
   b->claim_seq = c->claims++;
+  b->ready_ahead = ready_ahead(c);
+  b->depth = (uint32_t)c->prefetch;
   pl_order *order;
   pl_core_job_locate(c, b->job, &b->index, &b->plan, &order);
   b->epoch = b->plan.epoch;

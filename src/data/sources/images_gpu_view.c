@@ -222,8 +222,9 @@ static uint64_t gpu_path_ns(double began, double done_at, double returned) {
 
 static pl_status batch_run(gpu_view *v, const pl_dataset *ds,
                            const uint64_t *idx, uint32_t n,
-                           const pl_sample_ctx *ctx, const pl_batch_dst *dst,
-                           gpu_batch *gb, pl_scratch *sc, pl_error *err) {
+                           const pl_sample_ctx *ctx, int ahead,
+                           const pl_batch_dst *dst, gpu_batch *gb,
+                           pl_scratch *sc, pl_error *err) {
   images_impl *im = v->inner->impl;
   uint32_t cand = read_all_files(im, v, idx, n, dst, gb);
   uint32_t k = pl_split_gpu_count(&v->split, cand);
@@ -257,7 +258,7 @@ static pl_status batch_run(gpu_view *v, const pl_dataset *ds,
   }
   if (nfail)
     pl_split_count_failed(&v->split, nfail);
-  pl_split_observe(&v->split, ncpu, cpu_ns, nj - nfail, gpu_ns);
+  pl_split_observe(&v->split, ncpu, cpu_ns, nj - nfail, gpu_ns, ahead);
   return s;
 }
 
@@ -268,10 +269,11 @@ static pl_status images_read_batch(const pl_dataset *ds, const uint64_t *idx,
   images_impl *im = v->inner->impl;
   /* No log hook here: read_batch has none (replacements are counted). */
   const pl_sample_ctx ctx = {info->seed, info->epoch, NULL};
+  const int ahead = pl_split_ahead(info->ready_ahead, info->depth);
   gpu_batch *gb = gb_take(v);
   pl_scratch *sc = pl_scratch_take(&im->scratch);
   pl_status s = gb && sc && gb_reserve(gb, n)
-                    ? batch_run(v, ds, idx, n, &ctx, dst, gb, sc, err)
+                    ? batch_run(v, ds, idx, n, &ctx, ahead, dst, gb, sc, err)
                     : pl_errorf(err, PL_NO_MEMORY, "images: out of memory");
   pl_scratch_give(&im->scratch, sc);
   gb_give(v, gb);
