@@ -38,7 +38,7 @@ from ._common import _new_error, _numpy_from, _prefetch, _torch
 from ._engine import _Engine, _Plan, _ShadowLoader
 from ._orders import _SeededSampler, _Shadow, _Trailing, _own_generators
 from ._pinloader import Error
-from ._procs import _check_worker_number, _live
+from ._procs import _check_worker_number, _live, _start_forkserver_early
 from ._worker import sample_rng
 
 # Private names this module held before the engine moved out, still
@@ -375,6 +375,8 @@ class DataLoader(_compat.loader_base()):
         self._closed = False
         if native or self.worker_mode == "thread":
             self._engine = _Engine(self, None)  # cheap: threads, no processes
+        else:
+            _start_forkserver_early(self.multiprocessing_context)
         _live.add(self)
         _compat.torch_attributes(self, prefetch_given)  # torch's, where torch is installed
         self._initialized = True

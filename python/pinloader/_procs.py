@@ -58,6 +58,27 @@ def _preload_forkserver(ctx):
 _PRELOAD = ("numpy", "torch", "torchvision")
 
 
+def _start_forkserver_early(ctx):
+    """At DataLoader(), for worker processes started by a forkserver (the
+    default start method from Python 3.14): the server is started now, with
+    the preload list above, so that its imports (torch's: about 3 s on the
+    H200) run while the training script goes on (its model built, moved to
+    the GPU) instead of after iter(). No worker starts before iter(), as in
+    torch; the server is the one every later start uses (torch's DataLoader
+    starts it at its first worker instead). A server already running is
+    left alone; a failure here is left for iter() to raise."""
+    try:
+        ctx = _mp_context(ctx)
+        if ctx.get_start_method() != "forkserver":
+            return
+        _preload_forkserver(ctx)
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    except Exception:
+        pass  # (iter() starts it, or says why it cannot)
+
+
 def _signal_name(code):
     import signal
 

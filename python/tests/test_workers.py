@@ -615,3 +615,31 @@ def test_forkserver_server_imports_torch_once_for_every_worker(user_preload):
     assert seen == "[1]"
     first = user_preload or ["__main__"]
     assert preload == str(first + ["pinloader._worker", "numpy", "torch"])
+
+
+def test_forkserver_starts_at_dataloader_and_no_worker_before_iter():
+    """forkserver: the server starts at DataLoader() (its imports run while
+    the script goes on, beyond torch, which starts it at iter()), and no
+    worker exists before iter(), as in torch; fork starts nothing. Then the
+    batches are the dataset's. In a fresh interpreter: no server running."""
+    code = textwrap.dedent("""
+        import multiprocessing, os, sys
+        sys.path.insert(0, %r)
+        import pinloader, pyw_data
+        from multiprocessing import forkserver
+        fs = forkserver._forkserver
+        forked = pinloader.DataLoader(pyw_data.Indexed(6), batch_size=3, num_workers=2,
+                                      multiprocessing_context="fork")
+        print(fs._forkserver_pid is None)
+        dl = pinloader.DataLoader(pyw_data.Indexed(6), batch_size=3, num_workers=2,
+                                  multiprocessing_context="forkserver")
+        pid = fs._forkserver_pid
+        print(pid is not None and os.waitpid(pid, os.WNOHANG) == (0, 0))
+        print(multiprocessing.active_children())
+        print([b[1].tolist() for b in dl])
+        print(fs._forkserver_pid == pid)
+    """) % (HERE,)
+    p = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[-5:] == ["True", "True", "[]", "[[0, 1, 2], [3, 4, 5]]", "True"]
