@@ -70,6 +70,10 @@ export PL_GPU_LOGS=$logs
 # Fashion-MNIST is a Debian package here but not on the GPU box: a copy in
 # .data/ (git-ignored) travels with the tree when the call carries it.
 [ -d .data/fashion-mnist ] && export PL_FASHION_DIR=$PWD/.data/fashion-mnist
+if [ ! -f "${PL_FASHION_DIR:-/usr/share/datasets/fashion-mnist}/t10k-labels-idx1-ubyte.gz" ]; then
+  echo "gpu-check: no Fashion-MNIST (test_cli_checksum of part 10 fails without it): run" \
+       "scripts/setup.sh where the call is made and carry .data"
+fi
 summary=$out/summary.txt
 {
   echo "gpu-check $(date -u +%FT%TZ) commit ${PL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"

@@ -30,3 +30,10 @@ fi
 # The codecs' headers and archives, for builds on the GPU box (no -dev
 # packages there): .data/codecs travels with the device call's .data.
 "$(dirname "$0")/codecs-bundle.sh" >/dev/null
+# Fashion-MNIST (the default data set, 30 MB) likewise: the GPU box has no
+# Debian package of it, and test_cli_checksum needs it there.
+fm=/usr/share/datasets/fashion-mnist
+dest="$(dirname "$0")/../.data/fashion-mnist"
+if [ -f "$fm/t10k-labels-idx1-ubyte.gz" ] && [ ! -f "$dest/t10k-labels-idx1-ubyte.gz" ]; then
+  mkdir -p "$dest" && cp "$fm"/*.gz "$dest"/
+fi
