@@ -60,8 +60,9 @@ class Objects(Small):
         return np.full((3, 32, 32), e["label"] % 251, np.uint8), e["label"] % 10
 
 
-def _first(impl, ds, workers, method, device, batch, restore):
-    """(init_s, first_s) of one loader."""
+def _first(impl, ds, workers, method, device, batch, restore, work_s=0.0):
+    """(init_s, first_s) of one loader. work_s: seconds of the script's own
+    work between DataLoader() and iter() (a model being built), not timed."""
     import torch
 
     kw = dict(batch_size=batch, num_workers=workers,
@@ -70,12 +71,14 @@ def _first(impl, ds, workers, method, device, batch, restore):
         t0 = time.perf_counter()
         dl = torch.utils.data.DataLoader(ds, shuffle=True, pin_memory=device == "cuda", **kw)
         t1 = time.perf_counter()
+        time.sleep(work_s)  # (the script's own work, as below)
+        t1w = time.perf_counter()
         b = next(iter(dl))
         if device == "cuda":
             b = [x.cuda(non_blocking=True) for x in b]
             torch.cuda.synchronize()
         t2 = time.perf_counter()
-        return t1 - t0, t2 - t1
+        return t1 - t0, t2 - t1w
     import pinloader
 
     kw.update(shuffle=True, seed=1, device=device)  # (seed=: the order state_dict() saves)
@@ -92,6 +95,8 @@ def _first(impl, ds, workers, method, device, batch, restore):
     if state is not None:
         dl.load_state_dict(state)  # (starts a Python dataset's workers)
     t1 = time.perf_counter()
+    time.sleep(work_s)  # the script's own work (its model built), not timed
+    t1w = time.perf_counter()
     b = next(iter(dl))
     if device == "cuda":
         torch.cuda.synchronize()
@@ -99,7 +104,7 @@ def _first(impl, ds, workers, method, device, batch, restore):
     rep = dl.report(json=True).get("first_batch", {})
     dl.close()
     del b
-    return t1 - t0, t2 - t1, rep
+    return t1 - t0, t2 - t1w, rep
 
 
 def _cuda_ready():
@@ -119,7 +124,8 @@ def one(args):
     """A single case, in this interpreter: prints its JSON."""
     cuda_s = _cuda_ready() if args.device == "cuda" and not args.cold_cuda else None
     ds = Small(args.n) if args.objects_mb == 0 else Objects(args.n, args.objects_mb)
-    got = _first(args.impl, ds, args.workers_one, args.method, args.device, args.batch, args.restore)
+    got = _first(args.impl, ds, args.workers_one, args.method, args.device, args.batch, args.restore,
+                 args.work_s)
     out = {"init_s": got[0], "first_s": got[1], "cuda_start_s": cuda_s}
     if len(got) > 2:
         out["report"] = got[2]
@@ -130,7 +136,7 @@ def _case(args, impl, workers, method, mb, restore):
     cmd = [sys.executable, os.path.abspath(__file__), "--one", "--impl", impl, "--workers-one", str(workers),
            "--method", method, "--objects-mb", str(mb), "--device", args.device, "--batch",
            str(args.batch), "--n", str(args.n)] + (["--restore"] if restore else []) + \
-        (["--cold-cuda"] if args.cold_cuda else [])
+        (["--cold-cuda"] if args.cold_cuda else []) + ["--work-s", str(args.work_s)]
     runs = []
     for _ in range(args.reps):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
@@ -156,6 +162,10 @@ def main():
     ap.add_argument("--case-timeout", type=float, default=600)
     ap.add_argument("--out", default=None)
     ap.add_argument("--name", default="first-batch")
+    ap.add_argument("--work-s", type=float, default=0.0,
+                    help="seconds of the script's own work between DataLoader() and iter() (a "
+                         "model being built; a sleep, not timed): `first` then shows what a "
+                         "loader did beforehand")
     ap.add_argument("--cold-cuda", action="store_true",
                     help="on cuda, leave CUDA unstarted before the timed part (each loader's "
                          "first batch then pays CUDA's start)")
@@ -198,8 +208,10 @@ def main():
              "the dataset in DataLoader()). `total after restore`: DataLoader(), "
              "load_state_dict() of another loader's state at batch 3 (which starts the workers), "
              "iter() and the first batch. Median of %d runs, each in a fresh interpreter; batch %d, "
-             "%d samples; init and first apart in the JSON. %s" % (
+             "%d samples; init and first apart in the JSON.%s %s" % (
                  args.reps, args.batch, args.n,
+                 " %g s of the script's own work (a sleep) between DataLoader() and iter(), in "
+                 "neither time." % args.work_s if args.work_s else "",
                  "" if args.device != "cuda" else
                  "CUDA started before the timed part (as a training script's model on the GPU "
                  "does; cuda_start_s in the JSON)." if not args.cold_cuda else
