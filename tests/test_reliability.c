@@ -545,7 +545,6 @@ static void state_fields(void) {
       {12, 4, 0x80000001u, "state blob has unknown flags 0x80000001"},
       {48, 4, 0, "state blob has batch size 0"},
       {52, 4, 0, "state blob has world size 0"},
-      {56, 4, 1, "state blob's reserved field is 1, want 0"},
       {32, 8, 1ull << 62, "state blob's epoch 4611686018427387904 is out of "
                           "range"},
       {40, 8, 51, "state position 51 is past the dataset's 50 samples"},

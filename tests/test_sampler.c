@@ -4,6 +4,7 @@
  * evenly; and the per-rank plan follows DistributedSampler's arithmetic.
  * Every key here is fixed, so every count below is deterministic: a
  * threshold that passes once passes always (and fails for a broken mix). */
+#include "data/dataset.h"
 #include "loader/sampler.h"
 #include "testutil.h"
 
@@ -193,7 +194,88 @@ static void plan_rules(void) {
   CHECK(p.key[0] == q.key[0] && p.key[1] == q.key[1]);
 }
 
+/* A block source whose block order reverses the indices: the sampler's
+ * positions land in it unchanged (block_index is applied last). */
+static uint64_t reversed(const pl_dataset *ds, const uint64_t key[2],
+                         uint64_t c, uint64_t c_end) {
+  (void)key;
+  CHECK(c < c_end && c_end <= ds->length);
+  return ds->length - 1 - c;
+}
+
+/* Streams of a block source (sampler.h): with C = W, rank r reads stream
+ * r, a contiguous run of the block order, in order (no shuffle) or within
+ * windows of it (shuffle); the first n % C streams are one longer; the
+ * epoch is each sample once; a resumed plan keeps the saved C. */
+static void block_streams(void) {
+  static const pl_dataset_vt vt = {.kind = "blocks", .block_index = reversed};
+  pl_dataset ds = {.vt = &vt, .length = 10};
+  pl_sampler s = {.n = 10, .world = 3, .batch = 2, .blocks = &ds, .window = 2};
+  pl_epoch_plan p;
+  pl_sampler_plan(&s, 0, 0, &p);
+  CHECK_EQ_U64(p.streams, 3);
+  /* No shuffle: streams [0, 4), [4, 7), [7, 10) of the block order, read
+   * in the identity's order (block_index serves shuffled epochs only);
+   * positions 0..9 are 0 4 7 1 5 8 2 6 9 3. */
+  static const uint64_t at[10] = {0, 4, 7, 1, 5, 8, 2, 6, 9, 3};
+  for (uint64_t x = 0; x < 10; x++)
+    CHECK_EQ_U64(pl_sampler_index(&s, &p, x), at[x]);
+  /* Rank r of 3 takes positions r, r + 3, ...: its own stream, then the
+   * padding wraps to the epoch's first positions. */
+  static const uint64_t rank_reads[3][4] = {
+      {0, 1, 2, 3}, {4, 5, 6, 0}, {7, 8, 9, 4}};
+  for (uint32_t r = 0; r < 3; r++) {
+    s.rank = r;
+    pl_sampler_plan(&s, 0, 0, &p);
+    CHECK_EQ_U64(p.per_rank, 4);
+    for (uint32_t i = 0; i < 4; i++)
+      CHECK_EQ_U64(pl_sampler_index(&s, &p, pl_sampler_position(
+                                                 &s, &p, i / 2, i % 2)),
+                   rank_reads[r][i]);
+  }
+  /* Shuffled: each window of 2 of a stream permuted on its own, then the
+   * block order (reversed). Stream 1 is block places 4..6: windows {4, 5}
+   * and {6}, so positions 1, 4 (its first window) are places 4 and 5 in
+   * some order and position 7 is place 6, that is index 10 - 1 - 6 = 3. */
+  s.shuffle = 1;
+  s.seed = 5;
+  s.rank = 0;
+  pl_sampler_plan(&s, 1, 0, &p);
+  uint64_t a = pl_sampler_index(&s, &p, 1), b = pl_sampler_index(&s, &p, 4);
+  CHECK((a == 5 && b == 4) || (a == 4 && b == 5));
+  CHECK_EQ_U64(pl_sampler_index(&s, &p, 7), 3);
+  /* Each sample once, for every n up to 40, C up to 9, windows 1..5. */
+  for (uint64_t n = 1; n <= 40; n++)
+    for (uint32_t c = 1; c <= 9; c++)
+      for (uint64_t w = 1; w <= 5; w++) {
+        pl_dataset d = {.vt = &vt, .length = n};
+        pl_sampler t = {.n = n, .shuffle = 1, .seed = n * 31 + c,
+                        .world = c, .batch = 1, .blocks = &d, .window = w};
+        pl_epoch_plan q;
+        pl_sampler_plan(&t, 0, 0, &q);
+        uint64_t seen = 0;
+        for (uint64_t x = 0; x < n; x++)
+          seen |= 1ull << pl_sampler_index(&t, &q, x);
+        CHECK_EQ_U64(seen, (1ull << n) - 1);
+      }
+  /* One stream is the rank-interleaved order of a single window run: the
+   * windows of positions themselves. */
+  s.world = 1;
+  pl_sampler_plan(&s, 1, 0, &p);
+  CHECK_EQ_U64(p.streams, 1);
+  for (uint64_t x = 0; x < 10; x += 2) {
+    uint64_t u = 9 - pl_sampler_index(&s, &p, x);
+    uint64_t v = 9 - pl_sampler_index(&s, &p, x + 1);
+    CHECK(u / 2 == x / 2 && v / 2 == x / 2 && u != v);
+  }
+  /* A map-style sampler has no streams. */
+  pl_sampler m = {.n = 10, .world = 3, .batch = 2};
+  pl_sampler_plan(&m, 0, 0, &p);
+  CHECK_EQ_U64(p.streams, 1);
+}
+
 int main(void) {
+  block_streams();
   bijection_small();
   bijection_huge();
   keys_differ();

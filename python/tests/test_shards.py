@@ -248,10 +248,6 @@ def test_shard_order_epochs_ranks_and_resume(tmp_path):
     e0 = [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in dl for k in range(len(n))]
     e1 = [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in dl for k in range(len(n))]
     assert sorted(e0) == sorted(e1) == list(range(40)) and e0 != e1
-    # ranks: DistributedSampler's split of the same global order
-    ranks = [_labels_order(ds, batch_size=4, shuffle=True, seed=2, rank=r, world_size=2)
-             for r in range(2)]
-    assert ranks[0] == e0[0::2] and ranks[1] == e0[1::2]
     # resume from a saved position, with another worker count
     a = pinloader.DataLoader(ds, batch_size=4, shuffle=True, seed=2, num_workers=1, output="numpy")
     it = iter(a)
@@ -264,25 +260,57 @@ def test_shard_order_epochs_ranks_and_resume(tmp_path):
     assert got == e0
 
 
-def test_shard_order_resumes_on_another_world_size(tmp_path):
-    """Two ranks read 2 batches each, rank 0's state resumes on one rank:
-    every sample of the epoch exactly once."""
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("world", [2, 4])
+def test_each_rank_reads_whole_shards(tmp_path, world, shuffle):
+    """W ranks over 8 shards of 5: each rank reads 8/W whole shards, no
+    shard is read by two ranks, every sample once; the split is a function
+    of (seed, epoch, W), not of the workers; each rank's samples come in its
+    shards' tar order (no shuffle) or within windows of them."""
+    paths = write_many(str(tmp_path))
+    ds = Shards(paths, fields={"t": "txt"}, shuffle_buffer=5)
+    kw = dict(batch_size=4, shuffle=shuffle, seed=3, world_size=world)
+    ranks = [_labels_order(ds, rank=r, num_workers=r % 3, **kw) for r in range(world)]
+    assert sorted(sum(ranks, [])) == list(range(40))
+    shards = [sorted(set(v // 5 for v in got)) for got in ranks]
+    assert all(len(sh) == 8 // world for sh in shards), shards
+    assert sorted(sum(shards, [])) == list(range(8))
+    for got in ranks:  # a window of 5 is one shard here: read one at a time
+        assert all(len(set(v // 5 for v in got[w:w + 5])) == 1 for w in range(0, len(got), 5))
+        if not shuffle:
+            assert got == sorted(got)
+    assert [_labels_order(ds, rank=r, num_workers=2, **kw) for r in range(world)] == ranks
+
+
+@pytest.mark.parametrize("world2", [1, 2, 3])
+def test_shard_order_resumes_on_another_world_size(tmp_path, world2):
+    """Two ranks read 2 batches each; rank 0's state resumes on world2
+    ranks: every sample of the epoch exactly once, and on two ranks each
+    rank's epoch is the uninterrupted one (the epoch keeps its split)."""
     paths = write_many(str(tmp_path))
     ds = Shards(paths, fields={"t": "txt"}, shuffle_buffer=6)
     kw = dict(batch_size=4, shuffle=True, seed=4, output="numpy")
-    seen, state = [], None
+
+    def labels(batches):
+        return [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in batches for k in range(len(n))]
+    heads, state = [], None
     for r in range(2):
         dl = pinloader.DataLoader(ds, rank=r, world_size=2, num_workers=2, **kw)
         it = iter(dl)
-        for _ in range(2):
-            t, n = next(it)
-            seen += [int(bytes(t[k][:n[k]]).split()[-1]) for k in range(len(n))]
+        heads.append(labels([next(it) for _ in range(2)]))
         state = state or dl.state_dict()
         dl.close()
-    one = pinloader.DataLoader(ds, num_workers=1, **kw)
-    one.load_state_dict(state)
-    seen += [int(bytes(t[k][:n[k]]).split()[-1]) for t, n in one for k in range(len(n))]
-    assert sorted(seen) == list(range(40))
+    rests = []
+    for r in range(world2):
+        dl = pinloader.DataLoader(ds, rank=r, world_size=world2, num_workers=1 + r % 2, **kw)
+        dl.load_state_dict(state)
+        rests.append(labels(dl))
+        dl.close()
+    assert sorted(sum(heads + rests, [])) == list(range(40))
+    if world2 == 2:
+        kw.pop("output")
+        whole = [_labels_order(ds, rank=r, world_size=2, num_workers=0, **kw) for r in range(2)]
+        assert [h + t for h, t in zip(heads, rests)] == whole
 
 
 def test_webdataset_order_and_contents(tmp_path):
@@ -427,6 +455,35 @@ def test_each_shard_fetched_once_an_epoch(served, tmp_path, prefetch):
     assert sorted(line.split('"')[1] for line in log) == \
         ["GET /part-%03d.tar HTTP/1.1" % i for i in range(3)], log
     del ds  # joins the read-ahead thread
+
+
+@needs_nginx
+def test_ranks_fetch_disjoint_shards(served, tmp_path):
+    """Three ranks over three URLs read whole: each shard is fetched once in
+    all, by the rank that owns it, and every sample comes once. In index
+    order, so that the next epochs the loader reads ahead (timing) are the
+    same shards per rank, already cached; test_each_rank_reads_whole_shards
+    checks shuffled epochs' split."""
+    server, paths, _ = served
+    urls = server.url + "/part-{000..002}.tar"
+    caches = [tmp_path / ("rank%d" % r) for r in range(3)]  # a machine each
+    for c in caches:  # indexes cached, shards not
+        Shards(urls, fields=FIELDS, size=16, cache_dir=c)
+        for p in c.glob("*.tar"):
+            p.unlink()
+    dss = [Shards(urls, fields=FIELDS, size=16, cache_dir=c, shuffle_buffer=4) for c in caches]
+    before = len(server.log(at_least=3 * (3 + 3) + 3 * 3))  # probe, index; probe
+    got = []
+    for r in range(3):
+        dl = pinloader.DataLoader(dss[r], batch_size=4, rank=r, world_size=3, num_workers=2,
+                                  output="numpy")
+        got += [bytes(t[k][:n[k]]) for _, _, t, n in dl for k in range(len(n))]
+        del dl
+    del dss  # joins the read-ahead threads
+    log = server.log(before, at_least=3)
+    assert sorted(line.split('"')[1] for line in log) == \
+        ["GET /part-%03d.tar HTTP/1.1" % i for i in range(3)], log
+    assert sorted(got) == sorted(m["txt"] for _, m in _tar_oracle(paths))
 
 
 @needs_nginx

@@ -216,7 +216,7 @@ static pl_status core_new(pl_dataset *ds, const pl_loader_config *cfg,
   PL_TRY(pl_decode_setup(c, err)); /* may replace c->ds: before the plan */
   PL_TRY(open_backend(c, err));
   pl_timing_init(c);
-  pl_core_restart(c, cfg->epoch, 0);
+  pl_core_restart(c, cfg->epoch, 0, 0);
   /* The steady state needs prefetch buffers in flight plus the one the
    * consumer holds; more are added only if the consumer holds more. */
   int initial = PL_MIN(c->prefetch + 1, c->pool.max_slots);

@@ -226,16 +226,21 @@ void pl_core_free(pl_core *c);
  * the stream; for a job >= base that exists, its batch within its epoch,
  * that epoch's plan and its explicit order (or NULL); the first job of
  * `epoch` (the stream's end for an epoch past its last explicit one); and
- * where the next delivery stands: its epoch and the global position (in
- * the epoch's order, all ranks together) of its first sample. */
+ * where the next delivery stands: its epoch, the global position (in
+ * the epoch's order, all ranks together) of its first sample and the
+ * epoch's streams (sampler.h). */
 int pl_core_job_exists(const pl_core *c, uint64_t job);
 void pl_core_job_locate(const pl_core *c, uint64_t job, uint64_t *batch,
                         pl_epoch_plan *plan, pl_order **order);
 uint64_t pl_core_epoch_first_job(const pl_core *c, uint64_t epoch);
-void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start);
+void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start,
+                      uint32_t *streams);
 
-/* Start a new stream at (epoch, global start position). [mu] held. */
-void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start);
+/* Start a new stream at (epoch, global start position); streams: that
+ * epoch's (a saved state's), or 0 for the sampler's own. A fresh epoch
+ * (start 0) always takes the sampler's own. [mu] held. */
+void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start,
+                     uint32_t streams);
 /* The consumer gave up on the rest of `epoch` (an error): the next
  * delivery is the next epoch's first batch. [mu] */
 void pl_core_skip_epoch(pl_core *c, uint64_t epoch);

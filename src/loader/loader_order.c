@@ -31,7 +31,7 @@ pl_status pl_loader_set_order(pl_loader *ld, uint64_t epoch,
   PL_TRY(order_given(ld, indices, starts, nbatches, &o, err));
   pl_core *c = ld->core;
   pthread_mutex_lock(&c->mu);
-  pl_core_restart(c, epoch, 0); /* drops any earlier order */
+  pl_core_restart(c, epoch, 0, 0); /* drops any earlier order */
   c->stream.order = o;
   c->stream.first = explicit_plan(epoch, o);
   pl_wake_all_workers(c);
@@ -102,7 +102,7 @@ pl_status pl_loader_set_epoch(pl_loader *ld, uint64_t epoch, pl_error *err) {
   if (pl_core_foreign(ld->core))
     return pl_core_forked(ld->core, err);
   pthread_mutex_lock(&ld->core->mu);
-  pl_core_restart(ld->core, epoch, 0);
+  pl_core_restart(ld->core, epoch, 0, 0);
   pthread_mutex_unlock(&ld->core->mu);
   return PL_OK;
 }

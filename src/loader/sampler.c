@@ -53,6 +53,7 @@ void pl_sampler_plan(const pl_sampler *s, uint64_t epoch, uint64_t start,
                                   : (out->per_rank + s->batch - 1) / s->batch;
   out->key[0] = mix64(s->seed ^ 0x70696e6c6f61ull);
   out->key[1] = mix64(out->key[0] + epoch * 0x9e3779b97f4a7c15ull + 1);
+  out->streams = s->blocks ? s->world : 1;
 }
 
 uint32_t pl_sampler_batch_size(const pl_sampler *s, const pl_epoch_plan *p,
@@ -68,18 +69,42 @@ uint64_t pl_sampler_position(const pl_sampler *s, const pl_epoch_plan *p,
   return p->start + k * s->world + s->rank;
 }
 
+/* A block source's stream of global position x (sampler.h): the stream's
+ * first place in the block order, its length, and x's offset in it. The
+ * first n % C streams are one longer; a row of C positions takes one
+ * sample of each stream, the last (short) row one of each longer one. */
+typedef struct stream_place {
+  uint64_t first, len, offset;
+} stream_place;
+
+static stream_place stream_of(uint64_t x, uint64_t n, uint64_t streams) {
+  uint64_t q = n / streams, r = n % streams, g, o;
+  if (x < streams * q)
+    g = x % streams, o = x / streams;
+  else
+    g = x - streams * q, o = q;
+  return (stream_place){g * q + PL_MIN(g, r), q + (g < r), o};
+}
+
+static uint64_t block_order_index(const pl_sampler *s, const pl_epoch_plan *p,
+                                  uint64_t x) {
+  stream_place sp = stream_of(x, s->n, p->streams ? p->streams : 1);
+  if (!s->shuffle)
+    return sp.first + sp.offset;
+  /* A bounded shuffle: each window of a stream permuted on its own, so
+   * that the samples near in the order stay near in the source's blocks. */
+  uint64_t base = sp.offset / s->window * s->window;
+  uint64_t len = PL_MIN(s->window, sp.len - base);
+  uint64_t at = sp.first + base;
+  uint64_t wkey[2] = {mix64(p->key[0] ^ (at + 1)), p->key[1]};
+  uint64_t c = at + pl_permute(sp.offset - base, len, wkey);
+  return s->blocks->vt->block_index(s->blocks, p->key, c, sp.first + sp.len);
+}
+
 uint64_t pl_sampler_index(const pl_sampler *s, const pl_epoch_plan *p,
                           uint64_t position) {
   uint64_t x = position % s->n; /* padding wraps to the epoch's start */
-  if (!s->shuffle)
-    return x;
-  if (!s->blocks)
-    return pl_permute(x, s->n, p->key);
-  /* A bounded shuffle: each window of positions permuted on its own, so
-   * that the samples near in the order stay near in the source's blocks. */
-  uint64_t base = x / s->window * s->window;
-  uint64_t len = PL_MIN(s->window, s->n - base);
-  uint64_t wkey[2] = {mix64(p->key[0] ^ (base + 1)), p->key[1]};
-  uint64_t c = base + pl_permute(x - base, len, wkey);
-  return s->blocks->vt->block_index(s->blocks, p->key, c);
+  if (s->blocks)
+    return block_order_index(s, p, x);
+  return s->shuffle ? pl_permute(x, s->n, p->key) : x;
 }

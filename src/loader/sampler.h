@@ -12,7 +12,21 @@
  * ceil(rem / W) samples and positions past the end wrap to the start of the
  * epoch's order (the first positions repeat); with drop_last each gets
  * floor(rem / W) and the tail is dropped. `rem` is n minus the global start
- * position: 0 for a fresh epoch, later for one resumed from a checkpoint. */
+ * position: 0 for a fresh epoch, later for one resumed from a checkpoint.
+ *
+ * A source read in blocks (tar shards: `blocks`) adds streams, so that a
+ * rank reads whole shards rather than a 1/W share of every shard: the
+ * source's block order (its shards one after another) is cut into C
+ * contiguous streams, and global position x is sample x / C of stream
+ * x % C (the last row, when C does not divide n, is the first n % C
+ * streams' last samples). With C = W, rank r's positions r, r + W, ... are
+ * stream r, in order: a contiguous 1/W of the shards. C is the world size
+ * at the epoch's start and stays for that epoch: a state records it, and a
+ * resume on another world size continues the same epoch (the same global
+ * sequence, each sample once; a rank then reads from several streams). The
+ * shuffle window applies within each stream. The order of a block source
+ * therefore depends on the world size at the epoch's start (a 1-stream
+ * order is the rank-interleaved one of earlier versions). */
 #ifndef PL_SAMPLER_H
 #define PL_SAMPLER_H
 
@@ -37,8 +51,11 @@ typedef struct pl_epoch_plan {
   uint64_t per_rank;    /* samples this rank reads in the epoch */
   uint64_t num_batches; /* batches this rank delivers */
   uint64_t key[2];      /* permutation key of (seed, epoch) */
+  uint32_t streams;     /* a block source's streams (C above); else 1 */
 } pl_epoch_plan;
 
+/* A fresh plan has the sampler's streams: the world size for a block
+ * source, else 1. A resumed epoch sets the saved one (pl_core_restart). */
 void pl_sampler_plan(const pl_sampler *s, uint64_t epoch, uint64_t start,
                      pl_epoch_plan *out);
 

@@ -4,11 +4,14 @@
  *   0  magic "PLSTATE\0"     8  u32 version      12 u32 flags (1 shuffle,
  *   2 drop_last)  16 u64 dataset length  24 u64 seed  32 u64 epoch
  *   40 u64 global position   48 u32 batch size   52 u32 world size
- *   56 u32 reserved (0)      60 u32 CRC-32 of bytes 0..59
+ *   56 u32 streams           60 u32 CRC-32 of bytes 0..59
  *
  * The position counts samples of the epoch's global order consumed by all
  * ranks together, so a restore under another world size or worker count
- * continues the same global sequence. */
+ * continues the same global sequence. `streams` is that epoch's split of a
+ * block source (sampler.h) when it has more than one, else 0: the field was
+ * reserved (0) before, and a blob of then restores as it did. A library of
+ * then refuses a blob of more streams (a reserved field not 0), rightly. */
 #include "loader/loader_internal.h"
 
 #include <string.h>
@@ -53,9 +56,10 @@ pl_status pl_loader_save_state(const pl_loader *ld, void *buf, size_t *len,
   if (pl_core_foreign(c))
     return pl_core_forked(c, err);
   uint64_t epoch, pos;
+  uint32_t streams;
   pthread_mutex_lock(&c->mu);
   int explicit_order = pl_core_explicit(c);
-  pl_core_position(c, &epoch, &pos);
+  pl_core_position(c, &epoch, &pos, &streams);
   pthread_mutex_unlock(&c->mu);
   if (explicit_order) /* pyworkers: loader_order.c */
     return pl_errorf(err, PL_BAD_STATE,
@@ -72,6 +76,7 @@ pl_status pl_loader_save_state(const pl_loader *ld, void *buf, size_t *len,
   put64(p + 40, pos);
   put32(p + 48, c->sampler.batch);
   put32(p + 52, c->sampler.world);
+  put32(p + 56, streams > 1 ? streams : 0);
   put32(p + 60, (uint32_t)crc32(0, p, 60));
   *len = STATE_BYTES;
   return PL_OK;
@@ -89,10 +94,6 @@ static pl_status check_fields(const uint8_t *p, pl_error *err) {
     return pl_errorf(err, PL_BAD_STATE, "state blob has batch size 0");
   if (get32(p + 52) == 0)
     return pl_errorf(err, PL_BAD_STATE, "state blob has world size 0");
-  if (get32(p + 56) != 0)
-    return pl_errorf(err, PL_BAD_STATE,
-                     "state blob's reserved field is %u, want 0",
-                     get32(p + 56));
   if (get64(p + 32) >= (1ull << 62))
     return pl_errorf(err, PL_BAD_STATE,
                      "state blob's epoch %llu is out of range (below 2^62)",
@@ -161,7 +162,8 @@ pl_status pl_loader_load_state(pl_loader *ld, const void *buf, size_t len,
                      "the loader's epochs come from pl_loader_set_order "
                      "(explicit_order): a state blob cannot place it");
   pthread_mutex_lock(&c->mu);
-  pl_core_restart(c, get64(p + 32), get64(p + 40));
+  uint32_t streams = get32(p + 56) ? get32(p + 56) : 1;
+  pl_core_restart(c, get64(p + 32), get64(p + 40), streams);
   pthread_mutex_unlock(&c->mu);
   return PL_OK;
 }

@@ -53,10 +53,14 @@ uint64_t pl_core_epoch_first_job(const pl_core *c, uint64_t epoch) {
   return n1 + (epoch - c->stream.first.epoch - 1) * c->stream.full.num_batches;
 }
 
-void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start) {
+void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start,
+                      uint32_t *streams) {
   if (c->stream.end_pending || !pl_core_job_exists(c, c->stream.next_deliver)) {
-    *epoch = c->stream.cur_epoch + 1;
+    pl_epoch_plan next;
+    pl_sampler_plan(&c->sampler, c->stream.cur_epoch + 1, 0, &next);
+    *epoch = next.epoch;
     *start = 0;
+    *streams = next.streams;
     return;
   }
   uint64_t b;
@@ -64,6 +68,7 @@ void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start) {
   pl_core_job_locate(c, c->stream.next_deliver, &b, &p, NULL);
   *epoch = p.epoch;
   *start = p.start + b * c->sampler.batch * c->sampler.world;
+  *streams = p.streams;
 }
 
 static int slot_is_stale(const pl_core *c, const pl_batch *b) {
@@ -82,13 +87,16 @@ static void drop_stale(pl_core *c) {
   pl_wake_all_workers(c);
 }
 
-void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start) {
+void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start,
+                     uint32_t streams) {
   pl_order_unref(c->stream.order);
   pl_order_unref(c->stream.then);
   c->stream.order = c->stream.then = NULL;
   c->stream.base = 0;
   pl_sampler_plan(&c->sampler, 0, 0, &c->stream.full);
   pl_sampler_plan(&c->sampler, epoch, start, &c->stream.first);
+  if (start > 0 && streams > 0) /* the saved epoch's split, kept */
+    c->stream.first.streams = streams;
   if (c->stream.first.num_batches == 0 && start > 0 &&
       c->stream.full.num_batches > 0)
     pl_sampler_plan(&c->sampler, ++epoch, 0, &c->stream.first);

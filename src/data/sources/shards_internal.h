@@ -168,7 +168,7 @@ const char *pl_shards_sample_path(const pl_dataset *ds, uint64_t index,
 
 uint64_t pl_shards_window(const pl_dataset *ds);
 uint64_t pl_shards_block_index(const pl_dataset *ds, const uint64_t key[2],
-                               uint64_t c);
+                               uint64_t c, uint64_t c_end);
 pl_status pl_shards_alloc_orders(shards_impl *im, pl_error *err);
 
 #endif /* PL_SHARDS_INTERNAL_H */

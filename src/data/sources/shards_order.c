@@ -49,7 +49,7 @@ static epoch_order *order_for(shards_impl *im, const uint64_t key[2]) {
 /* Position c of the epoch's shard order: the shard whose samples cover
  * it, and the sample there in tar order. */
 uint64_t pl_shards_block_index(const pl_dataset *ds, const uint64_t key[2],
-                                   uint64_t c) {
+                               uint64_t c, uint64_t c_end) {
   shards_impl *im = ds->impl;
   pthread_mutex_lock(&im->order_lock);
   epoch_order *e = order_for(im, key);
@@ -65,10 +65,13 @@ uint64_t pl_shards_block_index(const pl_dataset *ds, const uint64_t key[2],
   uint64_t index = im->s[e->order[lo]].first + (c - e->prefix[lo]);
   if ((im->http || im->opt.fetch) && im->opt.readahead == PL_SHARDS_WHOLE &&
       im->opt.prefetch) {
-    /* This position's shard and the next ones in the epoch's order: the
-     * loader asks for positions a few batches before it reads them. */
+    /* This position's shard and the next ones of the reader's run (its
+     * stream: a rank's own shards, not its neighbour's): the loader asks
+     * for positions a few batches before it reads them. */
     pthread_mutex_lock(&im->lock);
-    for (int k = lo; k < im->n && k <= lo + (int)im->opt.prefetch; k++)
+    for (int k = lo; k < im->n && k <= lo + (int)im->opt.prefetch &&
+                     e->prefix[k] < c_end;
+         k++)
       pl_shards_prefetch(im, (int)e->order[k]);
     pthread_mutex_unlock(&im->lock);
   }
