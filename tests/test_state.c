@@ -495,7 +495,62 @@ static void unshuffled_seed(void) {
   pl_dataset_destroy(ds);
 }
 
+/* A checkpoint right after a failed batch names that batch, so that a run
+ * restarted once the cause is mended loses nothing of the epoch; after the
+ * next delivery it moves on as usual. Both error_ends_epoch settings. */
+static void failed_batch_position(int ends_epoch) {
+  enum { N = 40, BS = 4 };
+  fixture clean = {0}, bad = {0};
+  pl_dataset *ok = fixture_dataset(&clean, N, WIDTH);
+  pl_loader *ref = make(ok, BS, 0, 0, 5, 0, 1);
+  trace want = {0};
+  take(ref, &want, N / BS, 0);
+  pl_loader_destroy(ref);
+  bad.fail_at = want.ev[after_batches(&want, 2) + 3 + 1]; /* in batch 2 */
+  pl_dataset *ds = fixture_dataset(&bad, N, WIDTH);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = BS, cfg.num_workers = 2, cfg.shuffle = 1, cfg.seed = 5;
+  cfg.epoch = 3, cfg.device = PL_DEVICE_CPU, cfg.error_ends_epoch = ends_epoch;
+  pl_loader *ld = NULL;
+  pl_error err;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  trace head = {0};
+  take(ld, &head, 2, 0);
+  pl_batch *b = NULL;
+  CHECK_STATUS(pl_loader_next(ld, &b, &err), PL_CALLBACK, &err);
+  CHECK_MSG(&err, "planted failure");
+  uint8_t blob[STATE], later[STATE];
+  save(ld, blob);
+  CHECK_EQ_U64(get64(blob + 32), 3);
+  CHECK_EQ_U64(get64(blob + 40), 2 * BS); /* the failed batch's own */
+  save(ld, later); /* asking again changes nothing */
+  CHECK(memcmp(blob, later, STATE) == 0);
+  CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+  CHECK_EQ_U64(pl_batch_epoch(b), ends_epoch ? 4 : 3);
+  pl_batch_release(b, NULL);
+  save(ld, later); /* past the next delivery: after it */
+  CHECK_EQ_U64(get64(later + 32), ends_epoch ? 4 : 3);
+  CHECK_EQ_U64(get64(later + 40), ends_epoch ? BS : 4 * BS);
+  pl_loader_destroy(ld);
+  /* Restored over mended data: the epoch from the failed batch on. */
+  pl_loader *again = make(ok, BS, 2, 0, 5, 0, 1);
+  CHECK_OK(pl_loader_load_state(again, blob, STATE, &err), &err);
+  trace rest = {0};
+  take(again, &rest, N / BS - 2, 0);
+  uint64_t from = after_batches(&want, 2);
+  CHECK_EQ_U64(rest.len, want.len - from);
+  CHECK(rest.len == want.len - from &&
+        memcmp(rest.ev, want.ev + from, rest.len * sizeof *rest.ev) == 0);
+  pl_loader_destroy(again);
+  free(want.ev), free(head.ev), free(rest.ev);
+  pl_dataset_destroy(ds);
+  pl_dataset_destroy(ok);
+}
+
 int main(void) {
+  failed_batch_position(1);
+  failed_batch_position(0);
   resume_everywhere();
   resume_chain();
   resume_other_world(50, 3, 4, 2, 2, 0);  /* 24 consumed, 26 left over 2 */

@@ -380,8 +380,11 @@ PL_API uint64_t pl_loader_epoch(const pl_loader *ld);
 /* Resumable position: a small versioned blob naming (dataset length, seed,
  * shuffle, epoch, global samples consumed, batch size, drop_last). Restore
  * into a loader over the same dataset and seed, with any number of workers
- * or ranks: it continues the same global sequence. pl_loader_save_state with
- * buf == NULL sets *len to the size needed. */
+ * or ranks: it continues the same global sequence. Right after a failed
+ * batch (until the next one is delivered) the position is that batch's
+ * own, so a run restarted once the cause is mended retries it and loses
+ * nothing. pl_loader_save_state with buf == NULL sets *len to the size
+ * needed. */
 PL_API pl_status pl_loader_save_state(const pl_loader *ld, void *buf,
                                       size_t *len, pl_error *err);
 PL_API pl_status pl_loader_load_state(pl_loader *ld, const void *buf,

@@ -41,9 +41,11 @@ static pl_status deliver(pl_core *c, pl_batch *b, pl_batch **out,
     b->state = SLOT_FREE;
     c->refs--; /* the loader handle still holds one */
     c->stream.end_pending = 0;
+    pl_core_hold_failed(c, b);
     pl_core_skip_epoch(c, b->epoch);
     return s;
   }
+  c->stream.failed_held = 0;
   c->count.batches_delivered++;
   c->count.samples_delivered += b->size;
   for (int f = 0; f < c->ds->nfields; f++) /* as delivered: transformed */
@@ -58,6 +60,7 @@ static pl_status take_failure(pl_core *c, pl_batch *b, pl_error *err) {
   if (err)
     *err = b->err;
   b->state = SLOT_FREE;
+  pl_core_hold_failed(c, b);
   if (c->cfg.error_ends_epoch)
     pl_core_skip_epoch(c, b->epoch);
   else /* only this batch is lost: the epoch goes on */
@@ -76,6 +79,7 @@ static pl_status check_stall(pl_core *c, pl_batch *b, pl_error *err) {
             "sample %llu: still loading after %.1f s (timeout %.1f s)",
             (unsigned long long)idx, pl_now() - t0, c->cfg.timeout_s);
   pl_error_set_sample(err, idx);
+  pl_core_hold_failed(c, b);
   pl_core_skip_epoch(c, b->epoch);
   return PL_TIMEOUT;
 }

@@ -236,6 +236,10 @@ uint64_t pl_core_epoch_first_job(const pl_core *c, uint64_t epoch);
 void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start,
                       uint32_t *streams);
 
+/* Batch b failed and the consumer is being moved past it: until the next
+ * delivery, pl_core_position names b's own place (stream.h). [mu] */
+void pl_core_hold_failed(pl_core *c, const pl_batch *b);
+
 /* Start a new stream at (epoch, global start position); streams: that
  * epoch's (a saved state's), or 0 for the sampler's own. A fresh epoch
  * (start 0) always takes the sampler's own. [mu] held. */

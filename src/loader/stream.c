@@ -53,8 +53,26 @@ uint64_t pl_core_epoch_first_job(const pl_core *c, uint64_t epoch) {
   return n1 + (epoch - c->stream.first.epoch - 1) * c->stream.full.num_batches;
 }
 
+void pl_core_hold_failed(pl_core *c, const pl_batch *b) {
+  if (b->gen != c->stream.gen || !pl_core_job_exists(c, b->job) ||
+      pl_core_explicit(c))
+    return;
+  uint64_t batch;
+  pl_epoch_plan p;
+  pl_core_job_locate(c, b->job, &batch, &p, NULL);
+  p.start += batch * c->sampler.batch * c->sampler.world;
+  c->stream.failed_plan = p;
+  c->stream.failed_held = 1;
+}
+
 void pl_core_position(const pl_core *c, uint64_t *epoch, uint64_t *start,
                       uint32_t *streams) {
+  if (c->stream.failed_held) {
+    *epoch = c->stream.failed_plan.epoch;
+    *start = c->stream.failed_plan.start;
+    *streams = c->stream.failed_plan.streams;
+    return;
+  }
   if (c->stream.end_pending || !pl_core_job_exists(c, c->stream.next_deliver)) {
     pl_epoch_plan next;
     pl_sampler_plan(&c->sampler, c->stream.cur_epoch + 1, 0, &next);
@@ -109,6 +127,7 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start,
   c->stream.next_claim = c->stream.next_deliver = 0;
   c->stream.end_pending = 0;
   c->stream.cur_epoch = epoch;
+  c->stream.failed_held = 0;
   drop_stale(c);
 }
 

@@ -22,6 +22,12 @@ typedef struct pl_stream {
   uint64_t next_deliver;    /* next job the consumer takes */
   int end_pending;          /* the consumer owes an END_OF_EPOCH */
   uint64_t cur_epoch;       /* epoch of the next delivery (for empty epochs) */
+  /* A failed batch the consumer was moved past (to the epoch's end, or to
+   * the batch after it): a checkpoint taken now resumes at it, so that a
+   * run restarted after the cause is mended loses nothing. Until the next
+   * delivery or restart. */
+  int failed_held;
+  pl_epoch_plan failed_plan; /* its epoch and streams; start = its position */
   _Atomic uint64_t gen_now; /* copy of gen, read without the lock */
 } pl_stream;
 
