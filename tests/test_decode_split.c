@@ -90,8 +90,13 @@ static void test_split_settles(void) {
  * the consumer waits again. */
 static void test_split_leans_to_the_cpu_when_ahead(void) {
   CHECK(!pl_split_ahead(0, 0) && !pl_split_ahead(0, 4));
-  CHECK(pl_split_ahead(1, 1) && pl_split_ahead(1, 4) && !pl_split_ahead(1, 5));
-  CHECK(!pl_split_ahead(7, 32) && pl_split_ahead(8, 32));
+  /* One batch ready is what a starving consumer leaves behind a worker
+   * that just published (one worker, depth 4): never ahead. */
+  CHECK(!pl_split_ahead(1, 1) && !pl_split_ahead(1, 4) && !pl_split_ahead(1, 2));
+  CHECK(pl_split_ahead(2, 4) && pl_split_ahead(2, 1) && !pl_split_ahead(2, 5));
+  /* 8 workers, depth 32: up to 8 finished out of order behind the batch
+   * the consumer waits for; more than that is ahead. */
+  CHECK(!pl_split_ahead(8, 32) && pl_split_ahead(9, 32));
   pl_decode_split s;
   pl_split_init(&s, PL_DECODE_AUTO);
   /* A GPU 4x faster (the rule's share 0.8) while the loader is ahead. */

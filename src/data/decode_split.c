@@ -36,7 +36,11 @@ static void rate_update(atomic_uint_fast64_t *ps, uint32_t n, uint64_t ns) {
 }
 
 int pl_split_ahead(uint32_t ready_ahead, uint32_t depth) {
-  return ready_ahead > 0 && ready_ahead >= (depth + 3) / 4;
+  /* More than a quarter of the depth, and never one: a batch just
+   * published, and those finished out of order behind the one the
+   * consumer waits for (up to one per worker; the depth is about 4 per
+   * worker), are loaded and not taken while the consumer is starving. */
+  return ready_ahead >= 2 && ready_ahead > (depth + 3) / 4;
 }
 
 void pl_split_observe(pl_decode_split *s, uint32_t n_cpu, uint64_t cpu_ns,
