@@ -20,6 +20,7 @@
  *
  * Scale: PL_TEST_SCALE (a float, default 1; smaller under sanitizers)
  * multiplies the number of configurations. PL_TEST_SEED picks the run. */
+#include "loader/loader_internal.h"
 #include "loader_fixture.h"
 
 #include <pthread.h>
@@ -287,6 +288,34 @@ static void perturb(run *r) {
   }
 }
 
+/* What the loader's stream and buffers stood at, for a failure report: a
+ * rare stall (a batch not ready after WAIT_S, seen once in CI) leaves
+ * something to read. */
+static void dump_loader(pl_loader *ld) {
+  static const char *const names[] = {"free", "filling", "ready", "failed",
+                                      "held", "cached"};
+  pl_core *c = ld->core;
+  pthread_mutex_lock(&c->mu);
+  fprintf(stderr,
+          "  stream: gen %llu next_claim %llu next_deliver %llu end_pending "
+          "%d cur_epoch %llu; prefetch %d, %d workers (%d active), slots "
+          "%d of %d (growing %d), refs %d\n",
+          (unsigned long long)c->stream.gen,
+          (unsigned long long)c->stream.next_claim,
+          (unsigned long long)c->stream.next_deliver, c->stream.end_pending,
+          (unsigned long long)c->stream.cur_epoch, c->prefetch, ld->nthreads,
+          c->tune.active, c->pool.nslots, c->pool.max_slots,
+          c->pool.growing, c->refs);
+  for (int i = 0; i < c->pool.nslots; i++) {
+    const pl_batch *b = c->pool.slots[i];
+    unsigned st = (unsigned)b->state;
+    fprintf(stderr, "  slot %d: %s gen %llu job %llu\n", i,
+            st < 6 ? names[st] : "?", (unsigned long long)b->gen,
+            (unsigned long long)b->job);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
 /* Runs one configuration for `epochs` epochs of consumption. */
 static void one_config(uint64_t id, int big) {
   run *r = calloc(1, sizeof *r);
@@ -355,6 +384,7 @@ static void one_config(uint64_t id, int big) {
     } else {
       fprintf(stderr, "  next returned %s: %s\n", pl_status_name(s),
               err.message);
+      dump_loader(r->ld);
       pl_test_failures++;
       break;
     }
