@@ -145,14 +145,14 @@ static void timed_wait(pl_core *c, double deadline) {
   double wake = deadline;
   if (c->cfg.timeout_s > 0) /* poll often enough to notice a stall */
     wake = PL_MIN(wake, pl_now() + PL_MIN(c->cfg.timeout_s / 4, 0.25));
-  if (wake == INFINITY) {
-    pthread_cond_wait(&c->ready_cv, &c->mu);
-    return;
-  }
+  /* And at least once a second: a signal glibc lost (threads.c,
+   * worker_wait) costs a second, not the rest of the run. The caller
+   * rechecks everything. */
+  wake = PL_MIN(wake, pl_now() + 1.0);
   /* Condition variables use CLOCK_REALTIME; convert the monotonic wake.
    * A far deadline (wait_s = 1e300) would overflow time_t: the timedwait
    * then fails at once without ever releasing mu, so no worker could
-   * publish, a hang. Wake at least daily; the caller rechecks the deadline. */
+   * publish, a hang (now a second at most, above). */
   double rel = PL_MIN(wake - pl_now(), 86400.0);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

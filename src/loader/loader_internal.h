@@ -203,7 +203,8 @@ static inline int pl_worker_active(const pl_core *c, int id) {
  * on park_cv, so they cannot swallow the signal (a lost wakeup that once
  * hung auto-tuned loaders on a 16-core machine), and are not woken for
  * every job either (a broadcast per job woke every parked thread for
- * nothing, at up to 10,000 jobs/s on CIFAR). [mu] */
+ * nothing, at up to 10,000 jobs/s on CIFAR). A signal glibc loses (bug
+ * 25847) is caught by the workers' recheck (threads.c, worker_wait). [mu] */
 static inline void pl_wake_worker(pl_core *c) {
   pthread_cond_signal(&c->work_cv);
 }

@@ -21,6 +21,27 @@ static pl_stage wait_stage(pl_core *c, int id) {
   return claimable(c) && !pl_pool_find_free(c) ? PL_ST_BUFWAIT : PL_ST_IDLE;
 }
 
+/* A worker's wait for work, rechecked every RECHECK_S even without a
+ * wakeup: glibc before 2.41 can lose a pthread_cond_signal among several
+ * waiters (sourceware bug 25847: a woken waiter "steals" a later signal;
+ * Debian 12 ships 2.36). Seen here as a free buffer and a claimable job
+ * with all six workers asleep for the test's whole 60 s (test_property,
+ * 1 run in about 900). A broadcast per job would wake every worker for
+ * each batch; a recheck costs an idle worker 20 wakeups a second, and a
+ * lost signal 50 ms instead of a hang. [mu] */
+#define RECHECK_S 0.05
+
+static void worker_wait(pthread_cond_t *cv, pthread_mutex_t *mu) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)(RECHECK_S * 1e9);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(cv, mu, &ts);
+}
+
 static void *worker_main(void *arg) {
   pl_worker *w = arg;
   pl_core *c = w->core;
@@ -32,8 +53,8 @@ static void *worker_main(void *arg) {
     double t = pl_stage_now(&c->tm);
     while (!c->stop && !(pl_worker_active(c, id) && claimable(c) &&
                          (b = pl_pool_find_free(c))))
-      pthread_cond_wait(pl_worker_active(c, id) ? &c->work_cv : &c->park_cv,
-                        &c->mu);
+      worker_wait(pl_worker_active(c, id) ? &c->work_cv : &c->park_cv,
+                  &c->mu);
     if (c->stop)
       break;
     pl_core_claim(c, b);
