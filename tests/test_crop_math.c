@@ -69,8 +69,10 @@ static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
 
 /* nvJPEG's part done by libjpeg, the rest as nvjpeg_decode.c's crop_all. */
 static pl_status host_begin(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
-                            uint32_t size, void **ticket, pl_error *err) {
+                            uint32_t size, int wait, void **ticket,
+                            pl_error *err) {
   (void)d, (void)err;
+  CHECK(wait); /* mode gpu */
   for (uint32_t k = 0; k < n; k++) {
     pl_gpu_job *j = &jobs[k];
     pl_scratch sc;

@@ -218,6 +218,8 @@ static const char *make_folder(void) {
 typedef struct fake_gpu {
   pl_gpu_decoder pub;
   int fail_begin, fail_job, destroyed;
+  int starting; /* begin without wait finds it starting: no ticket */
+  int waits, no_waits; /* begin calls with and without wait */
   int done_at_begin; /* finish says the work was done when begin returned */
   double began;
   int jobs_seen, call_first, call_n; /* jobs begun; the last call's */
@@ -226,11 +228,19 @@ typedef struct fake_gpu {
 } fake_gpu;
 
 static pl_status fake_begin(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
-                            uint32_t size, void **ticket, pl_error *err) {
+                            uint32_t size, int wait, void **ticket,
+                            pl_error *err) {
   fake_gpu *f = (fake_gpu *)d;
   CHECK_EQ_U64(size, SIZE);
+  *ticket = NULL;
+  f->waits += wait, f->no_waits += !wait;
   if (f->fail_begin)
     return pl_errorf(err, PL_CUDA, "cudaMalloc: out of memory (fake)");
+  if (f->starting && !wait) {
+    for (uint32_t j = 0; j < n; j++)
+      memset(jobs[j].dst, FAKE_BYTE, IMG); /* not the GPU's yet: dropped */
+    return PL_OK;
+  }
   for (uint32_t j = 0; j < n && f->njobs < 64; j++)
     f->jobs[f->njobs++] = jobs[j];
   f->call_first = f->jobs_seen, f->call_n = n;
@@ -387,7 +397,31 @@ static void test_view(const char *root) {
   for (int i = 0; i < 4; i++)
     CHECK(r.gpu[i]);
   CHECK_EQ_U64(r.t.decode_cpu_images, 8);
+  CHECK_EQ_U64(r.t.decode_gpu_warming, 0);
   CHECK(r.warn[0] == '\0'); /* no GPU error: nothing to say */
+  CHECK(f.no_waits == 1 && f.waits == 0); /* auto never waits */
+  /* auto while the decoder starts: the 4 it would have taken decode on
+   * the CPU, byte for byte the CPU path's (whatever begin wrote into
+   * their slots), counted, and nothing is refused or off. */
+  fake_init(&f);
+  f.starting = 1;
+  run_view(plain, &f, PL_DECODE_AUTO, &r);
+  CHECK_EQ_U64(f.njobs, 0);
+  CHECK_EQ_U64(count(r.gpu), 0);
+  CHECK_EQ_U64(r.t.decode_gpu, 1);
+  CHECK_EQ_U64(r.t.decode_gpu_images, 0);
+  CHECK_EQ_U64(r.t.decode_cpu_images, NIMG);
+  CHECK_EQ_U64(r.t.decode_gpu_warming, 4);
+  CHECK_EQ_U64(r.t.decode_gpu_failed, 0);
+  CHECK_EQ_U64(r.t.decode_not_gpu, 4);
+  CHECK(r.warn[0] == '\0');
+  /* gpu waits for it instead (the fake is ready when waited for). */
+  fake_init(&f);
+  f.starting = 1;
+  run_view(plain, &f, PL_DECODE_GPU, &r);
+  CHECK(f.waits == 1 && f.no_waits == 0);
+  CHECK_EQ_U64(count(r.gpu), 8);
+  CHECK_EQ_U64(r.t.decode_gpu_warming, 0);
   /* A decoder error: that batch on the CPU, the GPU path off after it. */
   fake_init(&f);
   f.fail_begin = 1;
@@ -542,6 +576,7 @@ static void test_report_line(void) {
   t->decode_gpu = 1;
   t->decode_gpu_images = 15000, t->decode_cpu_images = 10600;
   t->decode_not_gpu = 500, t->decode_gpu_failed = 100;
+  t->decode_gpu_warming = 40;
   t->decode_cpu_s = 21, t->decode_gpu_s = 7.5, t->decode_gpu_share = 0.6;
   pl_analysis a;
   pl_report_analyze(&in, &a);
@@ -555,7 +590,8 @@ static void test_report_line(void) {
                   "59% of images decoded on the GPU (15000 GPU, 10600 CPU; "
                   "share of GPU-able JPEGs now 60%; 500 images/s per worker "
                   "on the CPU path, 2000 per call on the GPU path; to the "
-                  "CPU: 500 not for the GPU, 100 refused by nvJPEG)"));
+                  "CPU: 500 not for the GPU, 100 refused by nvJPEG, 40 while "
+                  "nvJPEG started)"));
 }
 
 int main(void) {

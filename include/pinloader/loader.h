@@ -456,6 +456,9 @@ typedef struct pl_loader_timings {
   double decode_cpu_s;         /* CPU-path time, summed over workers */
   double decode_gpu_s;         /* GPU calls, begin to end, summed */
   double decode_gpu_share;     /* the GPU's share of GPU-able JPEGs now */
+  uint64_t decode_gpu_warming; /* auto: the GPU's share decoded on the CPU
+                                  while nvJPEG was starting (in
+                                  decode_cpu_images) */
 } pl_loader_timings;
 
 PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,

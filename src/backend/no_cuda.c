@@ -17,9 +17,9 @@ pl_status pl_backend_cuda_create(const pl_backend_config *cfg,
 int pl_backend_cuda_built(void) { return 0; }
 int pl_backend_cuda_device_count(void) { return 0; }
 
-pl_status pl_nvjpeg_decoder_open(int device, const char *wheel_dir,
+pl_status pl_nvjpeg_decoder_open(int device, const pl_nvjpeg_open_opts *opts,
                                  pl_gpu_decoder **out, pl_error *err) {
-  (void)device, (void)wheel_dir;
+  (void)device, (void)opts;
   *out = NULL;
   return pl_errorf(err, PL_UNSUPPORTED,
                    "GPU decode: this build of pinloader has no CUDA support");

@@ -45,6 +45,8 @@ typedef struct pl_decode_counts {
   uint64_t gpu_images;  /* decoded by the GPU path */
   uint64_t not_gpu;     /* not for the GPU: PNG, progressive, CMYK, ... */
   uint64_t gpu_failed;  /* given to the GPU, refused, decoded on the CPU */
+  uint64_t gpu_warming; /* given to the GPU while it was starting (auto):
+                           decoded on the CPU as its share */
   double cpu_s;         /* CPU-path seconds (summed over workers) */
   double gpu_s;         /* GPU calls' seconds, begin to finish (summed) */
   double share;         /* the GPU's share of GPU-able images now */
@@ -59,6 +61,7 @@ typedef struct pl_decode_split {
   atomic_int off, why_taken;
   char why[256]; /* written once, by who took why_taken, before off */
   atomic_uint_fast64_t cpu_images, gpu_images, not_gpu, gpu_failed;
+  atomic_uint_fast64_t gpu_warming;
   atomic_uint_fast64_t cpu_ns, gpu_ns;
 } pl_decode_split;
 
@@ -81,6 +84,7 @@ int pl_split_ahead(uint32_t ready_ahead, uint32_t depth);
 /* Counts for the report; fallbacks with a reason. */
 void pl_split_count_not_gpu(pl_decode_split *s, uint32_t n);
 void pl_split_count_failed(pl_decode_split *s, uint32_t n);
+void pl_split_count_warming(pl_decode_split *s, uint32_t n);
 /* A decoder error: the GPU path is off for good (the first message is
  * kept for the report). */
 void pl_split_turn_off(pl_decode_split *s, const char *why);

@@ -31,9 +31,12 @@ struct pl_gpu_decoder {
   /* Queues jobs[0..n) (n >= 1) and returns at once or after nvJPEG's host
    * part; *ticket is for finish. The jobs (and their data and dst) stay
    * put until finish returns. An error here is the decoder's (CUDA,
-   * nvJPEG), not an image's: an image nvJPEG refuses is a failed job. */
+   * nvJPEG), not an image's: an image nvJPEG refuses is a failed job.
+   * A decoder still starting (backend/nvjpeg.h's warm-up) waits for it
+   * when `wait`; without, it returns PL_OK with *ticket NULL, nothing
+   * queued: the caller decodes the jobs itself. */
   pl_status (*begin)(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
-                     uint32_t size, void **ticket, pl_error *err);
+                     uint32_t size, int wait, void **ticket, pl_error *err);
   /* Waits for the ticket's work; sets each job's failed. *done_at: when
    * that work was complete (pl_now()'s clock), which is before this call
    * when the GPU ended first; 0 when the decoder cannot tell. The split

@@ -99,6 +99,7 @@ static void decode_timings(pl_core *c, pl_loader_timings *t) {
   t->decode_cpu_s = d.cpu_s;
   t->decode_gpu_s = d.gpu_s;
   t->decode_gpu_share = d.share;
+  t->decode_gpu_warming = d.gpu_warming;
 }
 
 static void fill_timings(pl_core *c, pl_loader_timings *t) {
