@@ -1,5 +1,5 @@
 """Differential conformance: configurations drawn over pinloader's option
-space (sources, label dtypes, transform lists and orders, workers, worker
+space (sources, tar shards among them, label dtypes, transform lists and orders, workers, worker
 modes and start methods, orders, batch sizes, drop_last, persistent
 workers, prefetch, state_dict / resume, epochs, break), each run through
 pinloader and through an oracle independent of it (torch's DataLoader; for

@@ -6,15 +6,17 @@ make(kind, params, folder) -> Native: the pinloader dataset and, per field,
 the [n, ...] numpy array of every sample's value as the source delivers it
 (before transforms and the consumer's label cast)."""
 import gzip
+import io
 import os
 import struct
+import tarfile
 
 import numpy as np
 
 import pinloader
 from pinloader import datasets
 
-KINDS = ("IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder")
+KINDS = ("IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder", "Shards")
 
 
 class Native:
@@ -30,6 +32,11 @@ class Native:
         self.label_cast = label_cast  # the consumer's cast of the label field ("int64")
         self.windows = windows  # Tokens samples=N: {shard index: token array}, x/y unknown
         self.bad = None  # the index of an unreadable sample (its batch raises pinloader.Error)
+        # The loader's own (seed, epoch) order when it is the source's
+        # (tar shards: read in blocks): a dataset of the same samples to
+        # draw it from; None: the sampler's permutation of n (seed_orders).
+        self.order_ds = None
+        self.order_check = None  # order_ds's epochs: flat indices -> None or why not
 
 
 def _idx(path, array):
@@ -185,4 +192,85 @@ def make(kind, p, folder):
         nat = Native(ds, ["image", "label"], [images, labels], 0, "chw", 1, None)
         nat.bad = bad
         return nat
+    if kind == "Shards":
+        return _shards(p, rng, folder)
     raise ValueError(kind)
+
+
+SHARD_FIELDS = {"image": "png", "label": "cls", "aux": "npy", "cap": ("txt", "bytes")}
+
+
+def _shards(p, rng, folder):
+    """WebDataset shards written with Python's tarfile: sample k is
+    KEY.png (S x S, RGB or gray, exact through train=False, resize=S),
+    KEY.cls, KEY.npy (aux [2]) and KEY.txt (a caption, bytes); samples are
+    numbered shard after shard in tar order (docs/sources.md)."""
+    from PIL import Image
+
+    S, mb = p["size"], p["max_bytes"]
+    fmt = {"ustar": tarfile.USTAR_FORMAT, "gnu": tarfile.GNU_FORMAT, "pax": tarfile.PAX_FORMAT}
+    images, labels, auxs, caps, lens, paths = [], [], [], [], [], []
+    bad = None if p.get("corrupt") is None else p["corrupt"] % p["n"]
+    k = 0
+    for s, count in enumerate(p["shards"]):
+        path = os.path.join(folder, "shard-%03d.tar" % s)
+        with tarfile.open(path, "w", format=fmt[p["tar_format"]]) as tar:
+            for _ in range(count):
+                key = "d%d/s%05d" % (s % 2, k)
+                gray = bool(rng.integers(0, 4) == 0)
+                px = rng.integers(0, 256, size=(S, S) if gray else (S, S, 3), dtype=np.uint8)
+                b = io.BytesIO()
+                Image.fromarray(px, "L" if gray else "RGB").save(b, "PNG")
+                png = b.getvalue()
+                if k == bad:  # a cut PNG: its batch fails, every epoch
+                    png = png[:40]
+                label = int(rng.integers(-5, 1000))
+                aux = rng.integers(0, 200, size=2).astype(p["aux"])
+                b = io.BytesIO()
+                np.save(b, aux)
+                cap = bytes(rng.integers(32, 127, size=int(rng.integers(0, mb + 1)), dtype=np.uint8))
+                for ext, data in (("png", png), ("cls", b" %d\n" % label), ("npy", b.getvalue()),
+                                  ("txt", cap)):
+                    info = tarfile.TarInfo("%s.%s" % (key, ext))
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+                images.append(np.repeat(px[None], 3, 0) if gray else px.transpose(2, 0, 1))
+                labels.append(label)
+                auxs.append(aux)
+                caps.append(np.frombuffer(cap + bytes(mb - len(cap)), np.uint8))
+                lens.append(len(cap))
+                k += 1
+        paths.append(path)
+    ds = datasets.Shards(paths, fields=SHARD_FIELDS, size=S, train=False, resize=S, max_bytes=mb,
+                         shuffle_buffer=p["shuffle_buffer"])
+    arrays = [np.array(images, np.uint8).reshape(-1, 3, S, S), np.array(labels, np.int64),
+              np.array(auxs, p["aux"]).reshape(-1, 2), np.array(caps, np.uint8).reshape(-1, mb),
+              np.array(lens, np.int64)]
+    nat = Native(ds, ["image", "label", "aux", "cap", "cap_len"], arrays, 0, "chw", 1, None)
+    nat.bad = bad
+    nat.order_ds = lambda: datasets.Shards(paths, fields={"label": "cls"},
+                                           shuffle_buffer=p["shuffle_buffer"])
+    nat.order_check = lambda flat: _block_order_check(p["shards"], p["shuffle_buffer"], flat)
+    return nat
+
+
+def _block_order_check(sizes, window, flat):
+    """docs/sources.md "Order", checked from outside: an epoch read in the
+    loader's own order is, for some order of the shards, their samples
+    shard by shard in tar order with positions shuffled only within
+    consecutive windows of `window` (0: any permutation). Every order of
+    the (at most 4) non-empty shards is tried. flat: the epoch's sample
+    indices (a prefix of it with drop_last). None when it holds, else why."""
+    import itertools
+
+    if window == 0 or window >= len(flat):
+        return None
+    starts = np.cumsum([0] + list(sizes))
+    shards = [s for s, n in enumerate(sizes) if n]
+    for perm in itertools.permutations(shards):
+        base = [i for s in perm for i in range(starts[s], starts[s + 1])]
+        if all(sorted(flat[a:a + window]) == sorted(base[a:a + window]) if a + window <= len(flat)
+               else set(flat[a:]) <= set(base[a:a + window]) for a in range(0, len(flat), window)):
+            return None
+    return ("not shard by shard within windows of %d for any order of the shards %r: %r"
+            % (window, sizes, flat))

@@ -281,16 +281,22 @@ class Replay:
                 yield list(b)
 
 
-def seed_orders(n, cfg, epochs, bs, drop_last, folder):
+def seed_orders(n, cfg, epochs, bs, drop_last, folder, order_ds=None, order_check=None):
     """pinloader's own (seed, epoch) order of n samples, from a fresh
     num_workers=0 loader over a stand-in dataset of n one-byte records (the
     permutation is a function of (n, seed, epoch) alone: docs/distributed.md;
-    nothing of the dataset under test is read, nor can fail); each epoch
-    checked to be distinct indices in range (all of them without drop_last)."""
-    path = os.path.join(folder, "order-%d.bin" % n)
-    with open(path, "wb") as f:
-        f.write(bytes(n))
-    ds = pinloader.datasets.Records(path, 0, 1, [("b", "uint8", (), 0)])
+    nothing of the dataset under test is read, nor can fail), or over
+    order_ds() where the source draws the order (tar shards: blocks, only
+    their labels read); each epoch checked to be distinct indices in range
+    (all of them without drop_last), and by order_check (the source's
+    documented shape of its order) where given."""
+    if order_ds is not None:
+        ds = order_ds()
+    else:
+        path = os.path.join(folder, "order-%d.bin" % n)
+        with open(path, "wb") as f:
+            f.write(bytes(n))
+        ds = pinloader.datasets.Records(path, 0, 1, [("b", "uint8", (), 0)])
     ref = pinloader.DataLoader(ds, batch_size=bs, shuffle=True, seed=cfg["seed"], drop_last=drop_last,
                                output="raw")
     out = []
@@ -302,6 +308,9 @@ def seed_orders(n, cfg, epochs, bs, drop_last, folder):
                 not drop_last and len(flat) != n):
             raise Mismatch("seed=%d epoch %d: the loader's own order is not a permutation of "
                            "range(%d): %r" % (cfg["seed"], e, n, order))
+        why = order_check(flat) if order_check is not None else None
+        if why:
+            raise Mismatch("seed=%d epoch %d: the loader's own order is %s" % (cfg["seed"], e, why))
         out.append(order)
     ref.close()
     return out
@@ -573,7 +582,8 @@ def _native_orders(cfg, nat, stops, folder, fail=True):
     its last batch [bad]); else every batch, for the epoch's length."""
     n = len(nat.ds)
     if cfg["order"] == "seed":
-        return seed_orders(n, cfg, len(stops), cfg["batch_size"], cfg["drop_last"], folder)
+        return seed_orders(n, cfg, len(stops), cfg["batch_size"], cfg["drop_last"], folder,
+                           nat.order_ds, nat.order_check)
     torch.manual_seed(cfg["torch_seed"])
     idx = P.Index(n, nat.bad if fail else None)
     loader = TorchLoader(idx, **loader_args(cfg, torch_workers(cfg), True), **order_args(cfg, idx, n))

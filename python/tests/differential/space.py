@@ -5,7 +5,7 @@ Deterministic, no dependency (hypothesis is not installed)."""
 import random
 
 PY_KINDS = ("tuple", "list", "dict", "namedtuple", "nested", "reordered", "zerodim", "bare")
-NATIVE = ("IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder")
+NATIVE = ("IDX", "CIFAR10", "Records", "Tokens", "NPY", "ImageFolder", "Shards")
 ORDERS_MAP = ("seq", "seed", "shuffle_gen", "shuffle_global", "sampler_random", "sampler_subset",
               "sampler_weighted", "sampler_list", "batch_sampler", "batch_sampler_uneven")
 # Orders pinloader draws itself (resumable with state_dict into any
@@ -53,6 +53,19 @@ def _native_params(r, kind):
         p.update(size=r.randint(2, 9), classes=r.randint(1, 3))
         p["n"] = r.randint(p["classes"], 16)
         p["corrupt"] = r.randrange(1 << 20) if r.random() < 0.25 else None
+    elif kind == "Shards":
+        # tar shards of PNG + cls + npy + txt members (an empty shard at
+        # times); the loader's own order reads them in blocks of
+        # shuffle_buffer positions
+        shards = [r.choice((0, 1, 2, 5, 9)) if r.random() < 0.15 else r.randint(1, 12)
+                  for _ in range(r.randint(1, 4))]
+        if not sum(shards):
+            shards[0] = 1
+        p.update(size=r.randint(2, 7), shards=shards, shuffle_buffer=r.choice((0, 1, 3, 7, 1000)),
+                 aux=r.choice(("int16", "float32", "uint8")), max_bytes=r.choice((8, 16, 64)),
+                 tar_format=r.choice(("ustar", "gnu", "pax")))
+        p["n"] = sum(shards)
+        p["corrupt"] = r.randrange(1 << 20) if r.random() < 0.2 else None
     return p
 
 
@@ -61,7 +74,7 @@ def _channels(kind, p):
         return 1, p["hw"]
     if kind == "CIFAR10":
         return 3, (32, 32)
-    if kind == "ImageFolder":
+    if kind in ("ImageFolder", "Shards"):
         return 3, (p["size"], p["size"])
     s = p["image_shape"]
     if len(s) == 2:
@@ -158,7 +171,7 @@ def draw(i, cuda=False):
     cfg["resume_workers"] = r.choice((0, 1, 3))
     cfg["torch_seed"] = r.randrange(1 << 20)
     cfg["seed"] = r.randrange(1, 1 << 31)
-    if source == "ImageFolder" and scen == "resume":
+    if source in ("ImageFolder", "Shards") and scen == "resume":
         cfg["params"]["corrupt"] = None  # a failing batch before k would leave no state to take
     if source == "py" and cfg["n"] == 0:
         cfg["scenario"] = "epochs" if cfg["scenario"] == "fail" else cfg["scenario"]
