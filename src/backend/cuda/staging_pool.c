@@ -286,7 +286,10 @@ void pl_stage_put(pl_stage_pool *p, pl_stage *st, int copied) {
     st->timing = 1;
     st->seq = ++p->seq;
   }
-  pthread_cond_signal(&p->cv);
+  /* A broadcast: several workers may wait (all stages being filled), and
+   * glibc before 2.41 can lose a signal among several waiters (sourceware
+   * bug 25847; threads.c). They wait only when every stage is busy. */
+  pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
 }
 
