@@ -195,11 +195,18 @@ static void plan_rules(void) {
 }
 
 /* A block source whose block order reverses the indices: the sampler's
- * positions land in it unchanged (block_index is applied last). */
+ * positions land in it unchanged (block_index is applied last). Asked
+ * for an unshuffled epoch (key NULL), it must give c itself; the last
+ * such call is kept (the read-ahead hint of tar shards). */
+static uint64_t last_c = UINT64_MAX, last_end = UINT64_MAX;
+
 static uint64_t reversed(const pl_dataset *ds, const uint64_t key[2],
                          uint64_t c, uint64_t c_end) {
-  (void)key;
   CHECK(c < c_end && c_end <= ds->length);
+  if (!key) {
+    last_c = c, last_end = c_end;
+    return c;
+  }
   return ds->length - 1 - c;
 }
 
@@ -215,11 +222,15 @@ static void block_streams(void) {
   pl_sampler_plan(&s, 0, 0, &p);
   CHECK_EQ_U64(p.streams, 3);
   /* No shuffle: streams [0, 4), [4, 7), [7, 10) of the block order, read
-   * in the identity's order (block_index serves shuffled epochs only);
-   * positions 0..9 are 0 4 7 1 5 8 2 6 9 3. */
+   * in the identity's order (block_index is only told, key NULL, each
+   * place and its stream's end); positions 0..9 are 0 4 7 1 5 8 2 6 9 3. */
   static const uint64_t at[10] = {0, 4, 7, 1, 5, 8, 2, 6, 9, 3};
-  for (uint64_t x = 0; x < 10; x++)
+  static const uint64_t end[10] = {4, 7, 10, 4, 7, 10, 4, 7, 10, 4};
+  for (uint64_t x = 0; x < 10; x++) {
     CHECK_EQ_U64(pl_sampler_index(&s, &p, x), at[x]);
+    CHECK_EQ_U64(last_c, at[x]);
+    CHECK_EQ_U64(last_end, end[x]);
+  }
   /* Rank r of 3 takes positions r, r + 3, ...: its own stream, then the
    * padding wraps to the epoch's first positions. */
   static const uint64_t rank_reads[3][4] = {

@@ -354,9 +354,9 @@ class Shards(Dataset):
     Remote shards: ``cache_dir`` (default ~/.cache/pinloader/shards) holds
     their indexes and, with readahead="whole", whole shards (at most
     ``cache_bytes``, least recently read evicted first); readahead="ranges"
-    reads each member with one range request; with "whole", a shuffled
-    epoch's next ``prefetch`` shards (default 2) are fetched ahead of the
-    reads. ``retries``, ``backoff_ms``
+    reads each member with one range request; with "whole", an epoch's next
+    ``prefetch`` shards (default 2) are fetched ahead of the reads (in the
+    loader's own order, shuffled or not, with shuffle_buffer > 0). ``retries``, ``backoff_ms``
     and ``timeout_ms`` govern failed requests.
 
     Order: a DataLoader with shuffle=True and seed= reads an epoch shard by

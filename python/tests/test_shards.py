@@ -458,6 +458,38 @@ def test_each_shard_fetched_once_an_epoch(served, tmp_path, prefetch):
 
 
 @needs_nginx
+def test_unshuffled_epoch_reads_ahead(served, tmp_path):
+    """In index order too (an eval epoch), the read-ahead thread fetches the
+    next shards before a reader reaches them: while the consumer holds its
+    first batch (2 samples of part-000; num_workers=0, so nothing else is
+    read), part-001 and part-002 are fetched. (Before, only a shuffled epoch
+    read ahead: an unshuffled one fetched each shard when a reader got to it,
+    and this log held part-000 alone.) The epoch is then local's."""
+    server, paths, _ = served
+    urls = server.url + "/part-{000..002}.tar"
+    cache = tmp_path / "c"
+    Shards(urls, fields=FIELDS, size=16, cache_dir=cache)
+    for p in cache.glob("*.tar"):
+        p.unlink()
+    ds = Shards(urls, fields=FIELDS, size=16, cache_dir=cache, prefetch=2)
+    before = len(server.log(at_least=3 + 3 + 3))  # probe, index; probe
+    it = iter(pinloader.DataLoader(ds, batch_size=2, num_workers=0, output="numpy"))
+    got = [next(it)]
+    log = server.log(before, at_least=3)  # waits for the three fetches
+    assert sorted(line.split('"')[1] for line in log) == \
+        ["GET /part-%03d.tar HTTP/1.1" % i for i in range(3)], log
+    got += list(it)
+    want = list(pinloader.DataLoader(Shards(paths, fields=FIELDS, size=16), batch_size=2,
+                                     output="numpy"))
+    assert len(got) == len(want)
+    for x, y in zip(got, want):
+        for u, v in zip(x, y):
+            assert np.array_equal(u, v)
+    assert len(server.log(before)) == 3  # each shard once
+    del it, ds  # joins the read-ahead thread
+
+
+@needs_nginx
 def test_ranks_fetch_disjoint_shards(served, tmp_path):
     """Three ranks over three URLs read whole: each shard is fetched once in
     all, by the rank that owns it, and every sample comes once. In index

@@ -92,9 +92,12 @@ typedef struct pl_dataset_vt {
    * positions (0: no block order, the usual permutation), then maps each
    * position c of the epoch's block order to a dataset index with
    * block_index, a bijection of [0, length) for each epoch key (the
-   * sampler's permutation key of (seed, epoch)). c_end: where the reader's
-   * run of the block order ends (its stream, loader/sampler.h): a source
-   * that reads ahead reads no further. Any thread. */
+   * sampler's permutation key of (seed, epoch)); key NULL: an unshuffled
+   * epoch, whose block order is the index order (block_index returns c,
+   * and a source that reads ahead takes the call as its hint). c_end:
+   * where the reader's run of the block order ends (its stream,
+   * loader/sampler.h): a source that reads ahead reads no further. Any
+   * thread. */
   uint64_t (*shuffle_window)(const pl_dataset *ds);
   uint64_t (*block_index)(const pl_dataset *ds, const uint64_t key[2],
                           uint64_t c, uint64_t c_end);

@@ -89,8 +89,10 @@ static stream_place stream_of(uint64_t x, uint64_t n, uint64_t streams) {
 static uint64_t block_order_index(const pl_sampler *s, const pl_epoch_plan *p,
                                   uint64_t x) {
   stream_place sp = stream_of(x, s->n, p->streams ? p->streams : 1);
-  if (!s->shuffle)
-    return sp.first + sp.offset;
+  if (!s->shuffle) /* the block order is the index order: the source's
+                      read-ahead hint alone (tar shards over HTTP) */
+    return s->blocks->vt->block_index(s->blocks, NULL, sp.first + sp.offset,
+                                      sp.first + sp.len);
   /* A bounded shuffle: each window of a stream permuted on its own, so
    * that the samples near in the order stay near in the source's blocks. */
   uint64_t base = sp.offset / s->window * s->window;

@@ -92,6 +92,7 @@ typedef struct shards_impl {
    * is held for a lookup (a slot is reused only under it). */
   pthread_mutex_t order_lock;
   epoch_order orders[ORDER_SLOTS];
+  epoch_order identity; /* an unshuffled epoch's: the shards in list order */
   uint64_t order_clock;
   pl_scratch_pool scratch;
 } shards_impl;

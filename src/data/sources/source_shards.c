@@ -53,6 +53,8 @@ static void shards_destroy(void *p) {
     free(im->s[i].cache_tar);
   }
   free(im->s);
+  free(im->identity.order);
+  free(im->identity.prefix);
   for (int i = 0; i < ORDER_SLOTS; i++) {
     free(im->orders[i].order);
     free(im->orders[i].prefix);
