@@ -175,9 +175,11 @@ def check_batch(x, y, batch, size, device, classes):
     assert int(y.min()) >= 0 and int(y.max()) < classes, (y.min(), y.max())
 
 
-def measure(loader, batches, device, copy, batch, size, classes):
-    """Images/s over `batches` batches after the first (workers started,
-    queues filled). copy: the batch is moved to the device here (torch)."""
+def measure(loader, batches, device, copy, batch, size, classes, warmup=1):
+    """Images/s over `batches` batches after the first `warmup` (workers
+    started, queues filled; a whole epoch with --warmup-epoch, so that a
+    start that goes on in the background, decode=auto's nvJPEG, is not
+    timed). copy: the batch is moved to the device here (torch)."""
     import torch
     it = iter(loader)
 
@@ -192,7 +194,8 @@ def measure(loader, batches, device, copy, batch, size, classes):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         return x, y
 
-    x, y = one()
+    for _ in range(max(1, warmup)):
+        x, y = one()
     if device == "cuda":
         torch.cuda.synchronize()
     check_batch(x, y, batch, size, device, classes)
@@ -225,6 +228,9 @@ def main():
     ap.add_argument("--eval", action="store_true",
                     help="eval transforms: Resize(size*256/224) + CenterCrop(size) (torchvision "
                          "needed), pinloader ImageFolder(train=False)")
+    ap.add_argument("--warmup-epoch", action="store_true",
+                    help="time the batches after one whole epoch (every loader alike), not after "
+                         "the first batch: decode=auto starts nvJPEG in the background")
     ap.add_argument("--decode", default="cpu",
                     help="comma-separated pinloader decode modes: cpu, auto, gpu")
     a = ap.parse_args()
@@ -274,7 +280,9 @@ def main():
     tl = (torchvision_loader(root, a.size, a.batch, a.workers, cuda, not a.eval) if have_tv
           else pil_loader(files, a.size, a.batch, a.workers, cuda))
     res["peer"] = peer
-    res["torch_images_s"] = measure(tl, a.batches, a.device, True, a.batch, a.size, classes)
+    warm = len(files) // a.batch if a.warmup_epoch else 1
+    res["warmup_batches"] = warm
+    res["torch_images_s"] = measure(tl, a.batches, a.device, True, a.batch, a.size, classes, warm)
     del tl
     gc.collect()  # the peer's worker processes end before pinloader runs
 
@@ -286,7 +294,7 @@ def main():
                                   device=a.device, drop_last=True)
         key = "pinloader" if mode == modes[0] else "pinloader_decode_%s" % mode
         res["%s_images_s" % key] = measure(pl, a.batches, a.device, False, a.batch, a.size,
-                                           classes)
+                                           classes, warm)
         res["%s_decode" % key] = mode
         res["%s_report" % key] = [f["text"] for f in pl.report(json=True)["findings"]
                                   if f.get("stage") in ("decode", "verdict", "workers")]
@@ -312,9 +320,9 @@ def main():
              res["torch_images_s_per_core"], "1.00x"]]
     notes = ["%d images (mean %.0f KB, %d classes) in %s; %s, "
              "uint8 [3, %d, %d]; batch %d, %d workers each, shuffled, %d batches timed after the "
-             "first; into %s." % (len(files), res["mean_file_bytes"] / 1e3, classes, root,
-                                  res["transform"].rsplit(",", 1)[0],
-                                  a.size, a.size, a.batch, a.workers, a.batches,
+             "first %d; into %s." % (len(files), res["mean_file_bytes"] / 1e3, classes, root,
+                                     res["transform"].rsplit(",", 1)[0],
+                                     a.size, a.size, a.batch, a.workers, a.batches, warm,
                                   "GPU memory (torch: pin_memory + .to(non_blocking=True))" if cuda
                                   else "host memory"),
              "Per core: images/s / min(workers, cores) = / %d." % busy]
