@@ -433,19 +433,27 @@ def test_loader_over_urls_matches_local(served, tmp_path):
                 assert np.array_equal(u, v)
 
 
+def _indexed_not_fetched(server, tmp_path, **kw):
+    """The served shards opened with their indexes cached and the shards
+    not (a first open indexes them, then the cached shards are deleted):
+    the dataset, and the access log's length after its open (a probe and an
+    index fetch per shard, then a probe per shard)."""
+    urls = server.url + "/part-{000..002}.tar"
+    cache = tmp_path / "c"
+    Shards(urls, fields=FIELDS, size=16, cache_dir=cache)
+    for p in cache.glob("*.tar"):
+        p.unlink()
+    ds = Shards(urls, fields=FIELDS, size=16, cache_dir=cache, **kw)
+    return ds, len(server.log(at_least=3 + 3 + 3))
+
+
 @needs_nginx
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_each_shard_fetched_once_an_epoch(served, tmp_path, prefetch):
     """Indexes cached, shards not: a shuffled epoch fetches each shard once
     (by the read-ahead thread or by the first reader; never twice)."""
     server, paths, _ = served
-    urls = server.url + "/part-{000..002}.tar"
-    cache = tmp_path / "c"
-    Shards(urls, fields=FIELDS, size=16, cache_dir=cache)
-    for p in cache.glob("*.tar"):
-        p.unlink()
-    ds = Shards(urls, fields=FIELDS, size=16, cache_dir=cache, prefetch=prefetch, shuffle_buffer=4)
-    before = len(server.log(at_least=3 + 3 + 3))  # probe, index; probe
+    ds, before = _indexed_not_fetched(server, tmp_path, prefetch=prefetch, shuffle_buffer=4)
     local = Shards(paths, fields=FIELDS, size=16, shuffle_buffer=4)
     kw = dict(batch_size=4, shuffle=True, seed=1, num_workers=2, output="numpy")
     for x, y in zip(pinloader.DataLoader(ds, **kw), pinloader.DataLoader(local, **kw)):
@@ -466,13 +474,7 @@ def test_unshuffled_epoch_reads_ahead(served, tmp_path):
     read ahead: an unshuffled one fetched each shard when a reader got to it,
     and this log held part-000 alone.) The epoch is then local's."""
     server, paths, _ = served
-    urls = server.url + "/part-{000..002}.tar"
-    cache = tmp_path / "c"
-    Shards(urls, fields=FIELDS, size=16, cache_dir=cache)
-    for p in cache.glob("*.tar"):
-        p.unlink()
-    ds = Shards(urls, fields=FIELDS, size=16, cache_dir=cache, prefetch=2)
-    before = len(server.log(at_least=3 + 3 + 3))  # probe, index; probe
+    ds, before = _indexed_not_fetched(server, tmp_path, prefetch=2)
     it = iter(pinloader.DataLoader(ds, batch_size=2, num_workers=0, output="numpy"))
     got = [next(it)]
     log = server.log(before, at_least=3)  # waits for the three fetches
