@@ -323,8 +323,8 @@ def main():
              "first %d; into %s." % (len(files), res["mean_file_bytes"] / 1e3, classes, root,
                                      res["transform"].rsplit(",", 1)[0],
                                      a.size, a.size, a.batch, a.workers, a.batches, warm,
-                                  "GPU memory (torch: pin_memory + .to(non_blocking=True))" if cuda
-                                  else "host memory"),
+                                     "GPU memory (torch: pin_memory + .to(non_blocking=True))"
+                                     if cuda else "host memory"),
              "Per core: images/s / min(workers, cores) = / %d." % busy]
     if not have_tv:
         notes.append("torchvision is not installed here: the peer runs torchvision's PIL "
