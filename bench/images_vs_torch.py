@@ -297,7 +297,7 @@ def main():
                                            classes, warm)
         res["%s_decode" % key] = mode
         res["%s_report" % key] = [f["text"] for f in pl.report(json=True)["findings"]
-                                  if f.get("stage") in ("decode", "verdict", "workers")]
+                                  if f.get("stage") in ("decode", "verdict", "workers", "cpu")]
         res["pinloader_replaced"] = ds.replaced
         pl.close()
 

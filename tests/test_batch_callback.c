@@ -652,8 +652,9 @@ static int record_turn(void *user, const uint64_t *idx, uint32_t n,
 typedef struct ahead_state {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  uint32_t ready[8], depth[8];
+  uint32_t ready[8], depth[8], since[8];
   int seen; /* jobs recorded */
+  int open; /* record_ahead_after_poll: job 0 may end */
 } ahead_state;
 
 static int record_ahead(void *user, const uint64_t *idx, uint32_t n,
@@ -665,6 +666,7 @@ static int record_ahead(void *user, const uint64_t *idx, uint32_t n,
   if (info->job < 8) {
     st->ready[info->job] = info->ready_ahead;
     st->depth[info->job] = info->depth;
+    st->since[info->job] = info->since_wait;
     st->seen++;
   }
   pthread_cond_broadcast(&st->cv);
@@ -674,7 +676,7 @@ static int record_ahead(void *user, const uint64_t *idx, uint32_t n,
 
 static void test_info_says_how_far_ahead(void) {
   ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                    {0}, {0}, 0};
+                    {0}, {0}, {0}, 0, 0};
   pl_dataset *ds = NULL;
   pl_error err;
   CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32, record_ahead, NULL,
@@ -695,7 +697,110 @@ static void test_info_says_how_far_ahead(void) {
   for (uint32_t j = 0; j < 4; j++) {
     CHECK_EQ_U64(st.ready[j], j);
     CHECK_EQ_U64(st.depth[j], 4);
+    CHECK_EQ_U64(st.since[j], UINT32_MAX); /* the consumer never waited */
   }
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+}
+
+/* Batches loaded behind one still in work are not ahead: the consumer
+ * waits for that one all the same. Two workers: job 0 is held until job 3
+ * was claimed, so the other worker loads jobs 1, 2 and 3 meanwhile; each
+ * is claimed with 0 batches the consumer could take (counting every
+ * loaded batch said 1 and 2 for jobs 2 and 3). */
+static int record_ahead_hold_first(void *user, const uint64_t *idx,
+                                   uint32_t n, const pl_batch_info *info,
+                                   const pl_batch_dst *dst, char *msg,
+                                   size_t cap) {
+  ahead_state *st = user;
+  record_ahead(user, idx, n, info, dst, msg, cap);
+  pthread_mutex_lock(&st->mu);
+  while (info->job == 0 && st->depth[3] == 0)
+    pthread_cond_wait(&st->cv, &st->mu);
+  pthread_mutex_unlock(&st->mu);
+  return 0;
+}
+
+static void test_ahead_counts_only_batches_in_order(void) {
+  ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                    {0}, {0}, {0}, 0, 0};
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32,
+                                          record_ahead_hold_first, NULL, 0,
+                                          &st, NULL, &ds, &err),
+           &err);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 1;
+  cfg.num_workers = 2;
+  cfg.prefetch = 4;
+  cfg.device = PL_DEVICE_CPU;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pthread_mutex_lock(&st.mu);
+  while (st.depth[3] == 0)
+    pthread_cond_wait(&st.cv, &st.mu);
+  pthread_mutex_unlock(&st.mu);
+  for (uint32_t j = 0; j < 4; j++)
+    CHECK_EQ_U64(st.ready[j], 0);
+  /* Job 0 loaded now: the consumer takes 0..3 without a wait. */
+  for (uint32_t j = 0; j < 4; j++) {
+    pl_batch *b = NULL;
+    CHECK_OK(pl_loader_next(ld, &b, &err), &err);
+    if (b) {
+      CHECK_EQ_U64(pl_batch_index(b), j);
+      pl_batch_release(b, NULL);
+    }
+  }
+  pl_loader_destroy(ld);
+  pl_dataset_destroy(ds);
+}
+
+/* since_wait: one worker, job 0 held until the consumer polled for it
+ * (pl_loader_next_timed with no wait: NOT_READY, a wait all the same);
+ * jobs 1..3, claimed after job 0 was loaded, find the consumer's wait 0
+ * batches back. */
+static int record_ahead_after_poll(void *user, const uint64_t *idx,
+                                   uint32_t n, const pl_batch_info *info,
+                                   const pl_batch_dst *dst, char *msg,
+                                   size_t cap) {
+  ahead_state *st = user;
+  record_ahead(user, idx, n, info, dst, msg, cap);
+  pthread_mutex_lock(&st->mu);
+  while (info->job == 0 && !st->open)
+    pthread_cond_wait(&st->cv, &st->mu);
+  pthread_mutex_unlock(&st->mu);
+  return 0;
+}
+
+static void test_since_wait_counts_from_the_last_wait(void) {
+  ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                    {0}, {0}, {0}, 0, 0};
+  pl_dataset *ds = NULL;
+  pl_error err;
+  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32,
+                                          record_ahead_after_poll, NULL, 0,
+                                          &st, NULL, &ds, &err),
+           &err);
+  pl_loader_config cfg;
+  pl_loader_config_init(&cfg);
+  cfg.batch_size = 1;
+  cfg.num_workers = 1;
+  cfg.prefetch = 4;
+  cfg.device = PL_DEVICE_CPU;
+  pl_loader *ld = NULL;
+  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  pl_batch *b = NULL;
+  CHECK(pl_loader_next_timed(ld, 0, &b, &err) == PL_NOT_READY);
+  pthread_mutex_lock(&st.mu);
+  st.open = 1;
+  pthread_cond_broadcast(&st.cv);
+  while (st.depth[3] == 0)
+    pthread_cond_wait(&st.cv, &st.mu);
+  pthread_mutex_unlock(&st.mu);
+  for (uint32_t j = 1; j < 4; j++)
+    CHECK_EQ_U64(st.since[j], 0);
   pl_loader_destroy(ld);
   pl_dataset_destroy(ds);
 }
@@ -754,5 +859,7 @@ int main(void) {
   test_abandoned_batch_is_told();
   test_in_order_calls_take_turns();
   test_info_says_how_far_ahead();
+  test_ahead_counts_only_batches_in_order();
+  test_since_wait_counts_from_the_last_wait();
   return pl_test_finish("test_batch_callback");
 }

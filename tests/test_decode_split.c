@@ -29,7 +29,7 @@ static void test_split_rule(void) {
   CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 0);
   pl_split_init(&s, PL_DECODE_GPU);
   CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 10);
-  pl_split_observe(&s, 0, 0, 10, 1000000, 0);
+  pl_split_observe(&s, 0, 0, 10, 1000000, 0, 0);
   CHECK_EQ_U64(pl_split_gpu_count(&s, 10), 10); /* gpu: pinned at 1 */
 
   pl_split_init(&s, PL_DECODE_AUTO);
@@ -37,15 +37,15 @@ static void test_split_rule(void) {
   CHECK_EQ_U64(pl_split_gpu_count(&s, 7), 4);  /* 3.5 rounds up */
   /* CPU 1 ms an image, GPU 0.25 ms: the rule's share is 1 / 1.25 = 0.8
    * (52428 of 65536); a quarter of the way from 32768 is 37683. */
-  pl_split_observe(&s, 5, 5000000, 5, 1250000, 0);
+  pl_split_observe(&s, 5, 5000000, 5, 1250000, 0, 0);
   CHECK_EQ_U64(atomic_load(&s.share), 37683);
   /* A GPU far faster: the share climbs to its cap, 31/32. */
   for (int i = 0; i < 100; i++)
-    pl_split_observe(&s, 1, 1000000000, 100, 1000, 0);
+    pl_split_observe(&s, 1, 1000000000, 100, 1000, 0, 0);
   CHECK_EQ_U64(atomic_load(&s.share), 65536 - 2048);
   /* Then far slower: down to 1/32, never 0 (the GPU stays measured). */
   for (int i = 0; i < 100; i++)
-    pl_split_observe(&s, 100, 1000, 1, 1000000000, 0);
+    pl_split_observe(&s, 100, 1000, 1, 1000000000, 0, 0);
   CHECK_EQ_U64(atomic_load(&s.share), 2048);
   CHECK_EQ_U64(pl_split_gpu_count(&s, 64), 2);
   pl_split_count_not_gpu(&s, 3);
@@ -77,7 +77,7 @@ static void test_split_settles(void) {
   for (int i = 0; i < 200; i++) {
     uint32_t k = pl_split_gpu_count(&s, n);
     pl_split_observe(&s, n - k, (uint64_t)((n - k) * c * 1e9), k,
-                     (uint64_t)((L + k * p) * 1e9), 0);
+                     (uint64_t)((L + k * p) * 1e9), 0, 0);
   }
   double got = atomic_load(&s.share) / (double)PL_SPLIT_ONE;
   CHECK(fabs(got - want) < 0.01);
@@ -85,34 +85,81 @@ static void test_split_settles(void) {
   CHECK(fabs((n - k) * c - (L + k * p)) < 4 * (c + p)); /* within 4 images */
 }
 
+/* The same with part of the GPU's time inside begin, q s an image, while
+ * the worker's own share waits (nvJPEG's host part): the worker's time is
+ * k q + max((n - k) c, L + k (p - q)), least where the two halves after
+ * begin end together, k / n = (n c - L) / (n (c + p - q)). The rule that
+ * ignored q settled at 0.77 (0.88 here), each batch 0.13 s where 0.11
+ * would do. Then a begin dearer than the CPU's own decode (q > c): the
+ * CPU alone is fastest, the share goes to its floor. */
+static void test_split_settles_with_a_blocking_begin(void) {
+  const uint32_t n = 256;
+  const double c = 2e-3, L = 20e-3, p = 1e-3, q = 0.6e-3;
+  const double want = (n * c - L) / (n * (c + p - q)); /* 0.80078 */
+  pl_decode_split s;
+  pl_split_init(&s, PL_DECODE_AUTO);
+  for (int i = 0; i < 200; i++) {
+    uint32_t k = pl_split_gpu_count(&s, n);
+    pl_split_observe(&s, n - k, (uint64_t)((n - k) * c * 1e9), k,
+                     (uint64_t)((L + k * p) * 1e9), (uint64_t)(k * q * 1e9),
+                     0);
+  }
+  double got = atomic_load(&s.share) / (double)PL_SPLIT_ONE;
+  CHECK(fabs(got - want) < 0.01);
+  pl_decode_counts cs;
+  pl_split_counts(&s, &cs);
+  CHECK(cs.gpu_begin_s > 0 && cs.gpu_begin_s < cs.gpu_s);
+  CHECK(fabs(cs.gpu_begin_s / cs.gpu_s - q / (p + L / (want * n))) < 0.02);
+  CHECK_EQ_U64(cs.ahead, 0);
+
+  pl_split_init(&s, PL_DECODE_AUTO);
+  for (int i = 0; i < 60; i++) {
+    uint32_t k = pl_split_gpu_count(&s, n);
+    pl_split_observe(&s, n - k, (uint64_t)((n - k) * c * 1e9), k,
+                     (uint64_t)(k * 2.5e-3 * 1e9), (uint64_t)(k * 2.2e-3 * 1e9),
+                     0);
+  }
+  CHECK_EQ_U64(atomic_load(&s.share), 2048);
+}
+
 /* A loader ahead of its consumer needs no speed: auto's share goes to its
  * floor (the GPU kept for the consumer), and comes back to the rule's once
  * the consumer waits again. */
 static void test_split_leans_to_the_cpu_when_ahead(void) {
-  CHECK(!pl_split_ahead(0, 0) && !pl_split_ahead(0, 4));
+  const uint32_t never = UINT32_MAX; /* the consumer has not waited */
+  CHECK(!pl_split_ahead(0, 0, never) && !pl_split_ahead(0, 4, never));
   /* One batch ready is what a starving consumer leaves behind a worker
    * that just published (one worker, depth 4): never ahead. */
-  CHECK(!pl_split_ahead(1, 1) && !pl_split_ahead(1, 4) && !pl_split_ahead(1, 2));
-  CHECK(pl_split_ahead(2, 4) && pl_split_ahead(2, 1) && !pl_split_ahead(2, 5));
-  /* 8 workers, depth 32: up to 8 finished out of order behind the batch
-   * the consumer waits for; more than that is ahead. */
-  CHECK(!pl_split_ahead(8, 32) && pl_split_ahead(9, 32));
+  CHECK(!pl_split_ahead(1, 1, never) && !pl_split_ahead(1, 4, never) &&
+        !pl_split_ahead(1, 2, never));
+  CHECK(pl_split_ahead(2, 4, never) && pl_split_ahead(2, 1, never) &&
+        !pl_split_ahead(2, 5, never));
+  /* Depth 32: more than 8 ready is ahead. */
+  CHECK(!pl_split_ahead(8, 32, never) && pl_split_ahead(9, 32, never));
+  /* But not while the consumer waited in its last `depth` batches: a
+   * burst after one slow batch, not a lead. */
+  CHECK(!pl_split_ahead(20, 32, 0) && !pl_split_ahead(20, 32, 32));
+  CHECK(pl_split_ahead(20, 32, 33) && !pl_split_ahead(4, 4, 4) &&
+        pl_split_ahead(4, 4, 5));
   pl_decode_split s;
   pl_split_init(&s, PL_DECODE_AUTO);
   /* A GPU 4x faster (the rule's share 0.8) while the loader is ahead. */
   for (int i = 0; i < 60; i++)
-    pl_split_observe(&s, 10, 10000000, 10, 2500000, 1);
+    pl_split_observe(&s, 10, 10000000, 10, 2500000, 0, 1);
   CHECK_EQ_U64(atomic_load(&s.share), 2048); /* 1/32: the floor */
   for (int i = 0; i < 60; i++)
-    pl_split_observe(&s, 10, 10000000, 10, 2500000, 0);
+    pl_split_observe(&s, 10, 10000000, 10, 2500000, 0, 0);
   CHECK(fabs(atomic_load(&s.share) / (double)PL_SPLIT_ONE - 0.8) < 0.01);
+  pl_decode_counts cs;
+  pl_split_counts(&s, &cs);
+  CHECK_EQ_U64(cs.ahead, 60); /* the batches that leaned, counted */
   /* Ahead before any GPU rate is known: the floor too. */
   pl_split_init(&s, PL_DECODE_AUTO);
-  pl_split_observe(&s, 10, 10000000, 0, 0, 1);
+  pl_split_observe(&s, 10, 10000000, 0, 0, 0, 1);
   CHECK(atomic_load(&s.share) < PL_SPLIT_ONE / 2);
   /* gpu stays pinned. */
   pl_split_init(&s, PL_DECODE_GPU);
-  pl_split_observe(&s, 10, 10000000, 10, 2500000, 1);
+  pl_split_observe(&s, 10, 10000000, 10, 2500000, 0, 1);
   CHECK_EQ_U64(atomic_load(&s.share), PL_SPLIT_ONE);
 }
 
@@ -120,6 +167,7 @@ static void test_split_leans_to_the_cpu_when_ahead(void) {
 int main(void) {
   test_split_rule();
   test_split_settles();
+  test_split_settles_with_a_blocking_begin();
   test_split_leans_to_the_cpu_when_ahead();
   printf("test_decode_split: built without the image codecs: only the split "
          "rule checked\n");
@@ -578,6 +626,7 @@ static void test_report_line(void) {
   t->decode_not_gpu = 500, t->decode_gpu_failed = 100;
   t->decode_gpu_warming = 40;
   t->decode_cpu_s = 21, t->decode_gpu_s = 7.5, t->decode_gpu_share = 0.6;
+  t->decode_gpu_begin_s = 3, t->decode_ahead_batches = 12;
   pl_analysis a;
   pl_report_analyze(&in, &a);
   const pl_finding *d = NULL;
@@ -589,14 +638,17 @@ static void test_report_line(void) {
     CHECK(!strcmp(d->text,
                   "59% of images decoded on the GPU (15000 GPU, 10600 CPU; "
                   "share of GPU-able JPEGs now 60%; 500 images/s per worker "
-                  "on the CPU path, 2000 per call on the GPU path; to the "
-                  "CPU: 500 not for the GPU, 100 refused by nvJPEG, 40 while "
+                  "on the CPU path, 2000 per call on the GPU path, 40% of "
+                  "its time in the call that queues it, the worker held; 12 "
+                  "batches leaned to the CPU, the loader ahead; to the CPU: "
+                  "500 not for the GPU, 100 refused by nvJPEG, 40 while "
                   "nvJPEG started)"));
 }
 
 int main(void) {
   test_split_rule();
   test_split_settles();
+  test_split_settles_with_a_blocking_begin();
   test_split_leans_to_the_cpu_when_ahead();
   test_probe();
   const char *root = make_folder();

@@ -78,13 +78,20 @@ typedef struct pl_batch_info {
   uint64_t job;    /* its number in that stream: batches are claimed, in
                       order, by increasing job (consecutive in an epoch) */
   /* How far the loader is ahead of its consumer when this batch was
-   * claimed: batches loaded and not yet taken, of at most `depth` (the
-   * prefetch depth). Many loaded: the consumer is the slower side, and a
+   * claimed: batches loaded that the consumer can take in its order
+   * without waiting (from the one it takes next; those loaded behind one
+   * still in work do not count), of at most `depth` (the prefetch
+   * depth). Many loaded: the consumer is the slower side, and a
    * faster path that costs it something (decoding on its GPU) can wait;
    * none: the consumer waits for batches (with num_workers 0 the consumer
    * fills each batch when it wants it: 0). */
   uint32_t ready_ahead;
   uint32_t depth;
+  /* Batches the consumer took since it last waited for one (UINT32_MAX:
+   * it has not waited yet in this stream). A burst of batches ready at
+   * once (one slow batch held the others back) is no lead while the
+   * consumer waited a few batches ago. */
+  uint32_t since_wait;
 } pl_batch_info;
 
 /* Fill a whole batch: samples indices[0..n-1] into dst. Called from a

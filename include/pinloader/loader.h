@@ -459,6 +459,11 @@ typedef struct pl_loader_timings {
   uint64_t decode_gpu_warming; /* auto: the GPU's share decoded on the CPU
                                   while nvJPEG was starting (in
                                   decode_cpu_images) */
+  double decode_gpu_begin_s;   /* of decode_gpu_s, inside the call that
+                                  queues the GPU's work (nvJPEG's host
+                                  part): the worker's own share waits */
+  uint64_t decode_ahead_batches; /* auto: batches whose share leaned to the
+                                    CPU, the loader ahead of its consumer */
 } pl_loader_timings;
 
 PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,

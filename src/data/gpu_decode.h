@@ -28,10 +28,11 @@ typedef struct pl_gpu_decoder pl_gpu_decoder;
 struct pl_gpu_decoder {
   char name[96]; /* "nvJPEG hardware, cuda:0" */
   int hardware;  /* the hardware decoder: baseline JPEG only */
-  /* Queues jobs[0..n) (n >= 1) and returns at once or after nvJPEG's host
-   * part; *ticket is for finish. The jobs (and their data and dst) stay
-   * put until finish returns. An error here is the decoder's (CUDA,
-   * nvJPEG), not an image's: an image nvJPEG refuses is a failed job.
+  /* Queues jobs[0..n) (n >= 1) and returns, the work going on meanwhile
+   * (the caller decodes its own share); *ticket is for finish. The jobs
+   * (and their data and dst) stay put until finish returns. An error here
+   * or at finish is the decoder's (CUDA, nvJPEG), not an image's: an
+   * image nvJPEG refuses is a failed job.
    * A decoder still starting (backend/nvjpeg.h's warm-up) waits for it
    * when `wait`; without, it returns PL_OK with *ticket NULL, nothing
    * queued: the caller decodes the jobs itself. */

@@ -199,6 +199,7 @@ static pl_status next_locked(pl_core *c, int workers, double deadline,
       }
     }
     PL_TRY(check_all_stuck(c, workers, err));
+    c->stream.waited_for = job + 1; /* a poll that found none waited too */
     if (pl_now() >= deadline)
       return pl_errorf(err, PL_NOT_READY, "no batch ready yet");
     timed_wait(c, deadline);

@@ -247,7 +247,8 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
     const pl_batch_info info = {c->cfg.seed,      b->epoch,
                                 pl_batch_index(b), c->cfg.timeout_s,
                                 b->gen,           b->job,
-                                b->ready_ahead,   b->depth};
+                                b->ready_ahead,   b->depth,
+                                b->since_wait};
     if (timed) {
       atomic_store_explicit(&b->cur_sample, b->sample_idx[0],
                             memory_order_relaxed);

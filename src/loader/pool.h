@@ -46,9 +46,10 @@ struct pl_batch {
    * and whether its fill still holds the turn. [mu] */
   uint64_t claim_seq;
   int turn_held;
-  /* Batches of its stream loaded and not yet taken when it was claimed,
-   * and the prefetch depth then (pl_batch_info). [mu] */
-  uint32_t ready_ahead, depth;
+  /* When it was claimed: batches of its stream the consumer could take in
+   * order, the prefetch depth, batches taken since the consumer last
+   * waited (pl_batch_info). [mu] */
+  uint32_t ready_ahead, depth, since_wait;
   /* The replay (replay.c): kept for it, or a handle on a kept batch. */
   int cached;
   pl_batch *replay_of;

@@ -259,13 +259,18 @@ static void decode_line(const pl_report_in *in, pl_analysis *a) {
   add(a, "decode",
       "%.0f%% of images decoded on the GPU%s (%llu GPU, %llu CPU; share of "
       "GPU-able JPEGs now %.0f%%; %.4g images/s per worker on the CPU path, "
-      "%.4g per call on the GPU path; to the CPU: %llu not for the GPU, %llu "
-      "refused by nvJPEG, %llu while nvJPEG started)",
+      "%.4g per call on the GPU path, %.0f%% of its time in the call that "
+      "queues it, the worker held; %llu batches leaned to the CPU, the "
+      "loader ahead; to the CPU: %llu not for the GPU, %llu refused by "
+      "nvJPEG, %llu while nvJPEG started)",
       pct((double)t->decode_gpu_images / (double)all),
       t->decode_gpu ? "" : ", now off after a GPU error",
       (unsigned long long)t->decode_gpu_images,
       (unsigned long long)t->decode_cpu_images, pct(t->decode_gpu_share),
-      cpu_rate, gpu_rate, (unsigned long long)t->decode_not_gpu,
+      cpu_rate, gpu_rate,
+      pct(t->decode_gpu_s > 0 ? t->decode_gpu_begin_s / t->decode_gpu_s : 0),
+      (unsigned long long)t->decode_ahead_batches,
+      (unsigned long long)t->decode_not_gpu,
       (unsigned long long)t->decode_gpu_failed,
       (unsigned long long)t->decode_gpu_warming);
 }
@@ -400,6 +405,8 @@ static void format_json(const pl_report_in *in, const pl_analysis *a,
       {"decode_gpu_s", t->decode_gpu_s},
       {"decode_gpu_share", t->decode_gpu_share},
       {"decode_gpu_warming", (double)t->decode_gpu_warming},
+      {"decode_gpu_begin_s", t->decode_gpu_begin_s},
+      {"decode_ahead_batches", (double)t->decode_ahead_batches},
   };
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     put(o, "%s", i ? ", " : "");

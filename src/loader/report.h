@@ -38,7 +38,7 @@ typedef struct pl_report_in {
   pl_loader_timings t;
 } pl_report_in;
 
-enum { PL_FINDINGS_MAX = 12, PL_FINDING_TEXT = 320 };
+enum { PL_FINDINGS_MAX = 12, PL_FINDING_TEXT = 512 };
 
 typedef struct pl_finding {
   const char *stage; /* "verdict", "step", "workers", "copy", ... */

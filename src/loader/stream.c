@@ -125,6 +125,7 @@ void pl_core_restart(pl_core *c, uint64_t epoch, uint64_t start,
   atomic_store_explicit(&c->stream.gen_now, c->stream.gen,
                         memory_order_relaxed);
   c->stream.next_claim = c->stream.next_deliver = 0;
+  c->stream.waited_for = 0;
   c->stream.end_pending = 0;
   c->stream.cur_epoch = epoch;
   c->stream.failed_held = 0;
@@ -146,14 +147,36 @@ void pl_core_skip_epoch(pl_core *c, uint64_t epoch) {
   drop_stale(c);
 }
 
-/* Batches of the current stream loaded and not yet taken. [mu] */
+/* Batches of the current stream the consumer could take now without
+ * waiting: loaded, in its order, from the one it takes next. Batches
+ * loaded behind one still in work do not count: the consumer waits for
+ * that one all the same (counted, 16 workers on the H200 with decode=auto
+ * saw the loader "ahead" for 95 of 210 batches while the consumer waited
+ * 92% of its time). [mu] */
 static uint32_t ready_ahead(const pl_core *c) {
-  uint32_t n = 0;
+  enum { WORDS = 4 }; /* a window of 256 jobs, far past any prefetch */
+  uint64_t ready[WORDS] = {0};
+  uint64_t first = c->stream.next_deliver;
   for (int i = 0; i < c->pool.nslots; i++) {
     const pl_batch *b = c->pool.slots[i];
-    n += b->state == SLOT_READY && b->gen == c->stream.gen;
+    if (b->state != SLOT_READY || b->gen != c->stream.gen || b->job < first ||
+        b->job - first >= 64 * WORDS)
+      continue;
+    uint64_t k = b->job - first;
+    ready[k / 64] |= (uint64_t)1 << (k % 64);
   }
+  uint32_t n = 0;
+  while (n < 64 * WORDS && (ready[n / 64] >> (n % 64) & 1))
+    n++;
   return n;
+}
+
+/* Batches the consumer took since it last waited for one. [mu] */
+static uint32_t since_wait(const pl_core *c) {
+  uint64_t w = c->stream.waited_for, d = c->stream.next_deliver;
+  if (!w)
+    return UINT32_MAX;
+  return d > w ? (uint32_t)PL_MIN(d - w, (uint64_t)UINT32_MAX - 1) : 0;
 }
 
 /* Claims the next job into a free buffer. [mu] The sample indices are
@@ -166,6 +189,7 @@ pl_batch *pl_core_claim(pl_core *c, pl_batch *b) {
   b->claim_seq = c->claims++;
   b->ready_ahead = ready_ahead(c);
   b->depth = (uint32_t)c->prefetch;
+  b->since_wait = since_wait(c);
   pl_order *order;
   pl_core_job_locate(c, b->job, &b->index, &b->plan, &order);
   b->epoch = b->plan.epoch;

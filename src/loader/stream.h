@@ -20,6 +20,8 @@ typedef struct pl_stream {
   pl_epoch_plan full;       /* plan of a whole epoch, epoch number aside */
   uint64_t next_claim;      /* next job a filler takes */
   uint64_t next_deliver;    /* next job the consumer takes */
+  uint64_t waited_for;      /* 1 + the job the consumer last waited for
+                               (0: none yet in this stream) */
   int end_pending;          /* the consumer owes an END_OF_EPOCH */
   uint64_t cur_epoch;       /* epoch of the next delivery (for empty epochs) */
   /* A failed batch the consumer was moved past (to the epoch's end, or to

@@ -197,13 +197,12 @@ static void auto_mode(const char *root) {
 typedef struct gate {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int open, reached;
+  int open;
 } gate;
 
 static void gate_pass(void *arg) {
   gate *g = arg;
   pthread_mutex_lock(&g->mu);
-  g->reached = 1;
   while (!g->open)
     pthread_cond_wait(&g->cv, &g->mu);
   pthread_mutex_unlock(&g->mu);
@@ -245,7 +244,7 @@ static void decode_waiting(pl_gpu_decoder *dec, const char *root) {
 }
 
 static void warm_up(const char *root) {
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
   pl_nvjpeg_open_opts o = {0};
   o.contexts = 3;
   o.background = 1;

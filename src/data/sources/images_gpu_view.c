@@ -274,7 +274,9 @@ static pl_status batch_run(gpu_view *v, const pl_dataset *ds,
   }
   if (nfail)
     pl_split_count_failed(&v->split, nfail);
-  pl_split_observe(&v->split, ncpu, cpu_ns, nj - nfail, gpu_ns, ahead);
+  uint64_t begin_ns = nj ? (uint64_t)((t1 - t0) * 1e9) : 0;
+  pl_split_observe(&v->split, ncpu, cpu_ns, nj - nfail, gpu_ns, begin_ns,
+                   ahead);
   return s;
 }
 
@@ -285,7 +287,8 @@ static pl_status images_read_batch(const pl_dataset *ds, const uint64_t *idx,
   images_impl *im = v->inner->impl;
   /* No log hook here: read_batch has none (replacements are counted). */
   const pl_sample_ctx ctx = {info->seed, info->epoch, NULL};
-  const int ahead = pl_split_ahead(info->ready_ahead, info->depth);
+  const int ahead =
+      pl_split_ahead(info->ready_ahead, info->depth, info->since_wait);
   gpu_batch *gb = gb_take(v);
   pl_scratch *sc = pl_scratch_take(&im->scratch);
   pl_status s = gb && sc && gb_reserve(gb, n)
