@@ -15,7 +15,6 @@ import pickle
 import signal
 import socket
 import struct
-import sys
 import threading
 import traceback
 
@@ -25,7 +24,8 @@ from . import _collate
 from . import _compat
 from . import _pinloader as _C
 from . import _state
-from ._seeding import _rng_states, _set_rng_states, _set_worker_info, seed_chunk, seed_worker
+from ._seeding import (_rng_states, _set_rng_states, _set_worker_info, seed_chunk, seed_worker,
+                       torch_one_thread)
 
 # The wire format, declared once in C (python/pinloader/wire.h) and read
 # here. Request head: magic, nfields, n, flags; buffer id, fd_bytes, epoch,
@@ -694,12 +694,7 @@ def _serve(sock, spec, worker_id):
     # which ends the workers. A terminal's SIGINT reaches the whole process
     # group, so a worker must not die of it (a batch would be lost).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            torch.set_num_threads(1)
-        except Exception:
-            pass
+    torch_one_thread()
     filler = Filler(spec, worker_id)
     try:
         filler.reseed(spec.base_seed)

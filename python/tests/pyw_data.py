@@ -146,6 +146,38 @@ class GlobalRandom:
         return i, random.random(), float(np.random.rand()), float(torch.rand(()))
 
 
+class TorchInWorker:
+    """Sample i: (i, whether torch was imported in this process before the
+    sample was read, the worker's torch thread count, a draw of torch's
+    global generator, get_worker_info()'s id). torch is imported here only:
+    a spawned worker meets it first inside __getitem__."""
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        import sys
+
+        had = "torch" in sys.modules
+        import torch
+
+        wi = torch.utils.data.get_worker_info()
+        return (i, int(had), torch.get_num_threads(), float(torch.rand(())),
+                -1 if wi is None else wi.id)
+
+
+class NoTorch:
+    """Sample i: (i, whether torch is imported in the process reading it)."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        import sys
+
+        return np.int64(i), np.int64("torch" in sys.modules)
+
+
 class WorkerInfo:
     def __len__(self):
         return 12

@@ -162,6 +162,53 @@ def test_worker_seeds_and_info_match_torch():
     assert [b[0].tolist() for b in got] == [b[0].tolist() for b in ref]
 
 
+def test_spawned_workers_meet_torch_as_torch_workers_do():
+    """A spawned worker does not import torch for pinloader (a second or
+    more of CPU each); a dataset that imports it inside __getitem__ finds
+    it seeded, with get_worker_info() and one thread, as in torch's own
+    workers: the same draws as torch's DataLoader, the worker's info and
+    thread count too. A dataset that needs no torch never imports it."""
+    kw = dict(batch_size=2, num_workers=2, multiprocessing_context="spawn", in_order=True)
+    got, ref = both(D.TorchInWorker(), seed=3, **kw)
+    for k in (0, 2, 3, 4):
+        same([b[k] for b in got], [b[k] for b in ref])
+    # torch first met in each worker's first sample (torch's workers have
+    # it from their start)
+    assert [b[1].tolist() for b in got][:2] == [[0, 1], [0, 1]]
+    assert {int(h) for b in got[2:] for h in b[1]} == {1}
+    assert {int(n) for b in got for n in b[2]} == {1}
+    assert sorted({int(w) for b in got for w in b[4]}) == [0, 1]
+    for persistent in (True, False):
+        got, ref = both(D.GlobalRandom(), seed=11, batch_size=4, num_workers=2,
+                        persistent_workers=persistent, in_order=True,
+                        multiprocessing_context="spawn")
+        same(got, ref)
+    loader = pinloader.DataLoader(D.NoTorch(), batch_size=4, num_workers=2,
+                                  multiprocessing_context="spawn", output="numpy")
+    assert [b[1].tolist() for b in loader] == [[0] * 4] * 3
+    loader.close()
+
+
+def test_import_pinloader_leaves_torch_until_dataloader():
+    """import pinloader does not import torch (0.1 s instead of about 1);
+    pinloader.DataLoader does, and is torch's DataLoader's subclass, named
+    pinloader.DataLoader, as before."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pinloader\n"
+            "print(int('torch' in sys.modules))\n"
+            "import pinloader.datasets, pinloader.transforms\n"
+            "print(int('torch' in sys.modules))\n"
+            "from pinloader import DataLoader\n"
+            "import torch.utils.data\n"
+            "print(int('torch' in sys.modules), int(issubclass(DataLoader, torch.utils.data.DataLoader)),\n"
+            "      DataLoader.__module__, DataLoader.__name__, int(pinloader.DataLoader is DataLoader))\n"
+            "print(int('DataLoader' in dir(pinloader)), int(hasattr(pinloader, 'no_such_name')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:4] == ["0", "0", "1 1 pinloader DataLoader 1", "1 0"], out
+
+
 def test_balanced_workers_random_streams_are_reproducible():
     """Balanced workers (in_order=False): the global generators restart per
     batch from (base seed, epoch, batch), so the augmentations are the same with 2 or 3
