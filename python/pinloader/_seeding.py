@@ -11,7 +11,7 @@ imported (_TorchHook): a dataset that imports torch inside __getitem__
 draws the same numbers as in torch's own workers, where torch is always
 there. numpy's seed is torch's _generate_state, which is numpy's
 SeedSequence over [worker_id, base_seed's low and high words]
-(python/tests/test_seeding.py checks it against torch's).
+(python/tests/test_torch_compat.py checks it against torch's).
 """
 import importlib.abc
 import random

@@ -189,6 +189,28 @@ def test_spawned_workers_meet_torch_as_torch_workers_do():
     loader.close()
 
 
+def test_numpy_worker_seed_is_torchs():
+    """A worker's numpy seed is torch's (_generate_state), made without
+    torch: numpy's SeedSequence over the same words."""
+    import random
+
+    from torch.utils.data._utils.worker import _generate_state
+
+    from pinloader import _seeding
+
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        rng = random.Random(5)
+        for base in [0, 1, 2 ** 32 - 1, 2 ** 32, 2 ** 63 + 12345] + [rng.getrandbits(64) for _ in range(200)]:
+            for wid in (0, 1, 7, 255):
+                _seeding.seed_worker(base, wid)
+                got = np.random.rand(3).tolist()
+                np.random.seed(_generate_state(base, wid))
+                assert got == np.random.rand(3).tolist(), (base, wid)
+    finally:
+        random.setstate(saved[0]), np.random.set_state(saved[1]), torch.set_rng_state(saved[2])
+
+
 def test_import_pinloader_leaves_torch_until_dataloader():
     """import pinloader does not import torch (0.1 s instead of about 1);
     pinloader.DataLoader does, and is torch's DataLoader's subclass, named
