@@ -654,7 +654,7 @@ typedef struct ahead_state {
   pthread_cond_t cv;
   uint32_t ready[8], depth[8], since[8];
   int seen; /* jobs recorded */
-  int open; /* record_ahead_after_poll: job 0 may end */
+  int open; /* record_ahead_hold_first: job 0 may end */
 } ahead_state;
 
 static int record_ahead(void *user, const uint64_t *idx, uint32_t n,
@@ -674,22 +674,30 @@ static int record_ahead(void *user, const uint64_t *idx, uint32_t n,
   return 0;
 }
 
-static void test_info_says_how_far_ahead(void) {
-  ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                    {0}, {0}, {0}, 0, 0};
-  pl_dataset *ds = NULL;
+/* A loader of batches of 1 over 32 samples read by fill (its state st),
+ * with `workers` workers and prefetch 4, on the CPU; *ds its dataset. */
+static pl_loader *ahead_loader(pl_read_batch_fn fill, ahead_state *st,
+                               int workers, pl_dataset **ds) {
   pl_error err;
-  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32, record_ahead, NULL,
-                                          0, &st, NULL, &ds, &err),
+  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32, fill, NULL, 0, st,
+                                          NULL, ds, &err),
            &err);
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);
   cfg.batch_size = 1;
-  cfg.num_workers = 1;
+  cfg.num_workers = workers;
   cfg.prefetch = 4;
   cfg.device = PL_DEVICE_CPU;
   pl_loader *ld = NULL;
-  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
+  CHECK_OK(pl_loader_create(*ds, &cfg, &ld, &err), &err);
+  return ld;
+}
+
+static void test_info_says_how_far_ahead(void) {
+  ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                    {0}, {0}, {0}, 0, 0};
+  pl_dataset *ds = NULL;
+  pl_loader *ld = ahead_loader(record_ahead, &st, 1, &ds);
   pthread_mutex_lock(&st.mu);
   while (st.seen < 4)
     pthread_cond_wait(&st.cv, &st.mu);
@@ -703,11 +711,7 @@ static void test_info_says_how_far_ahead(void) {
   pl_dataset_destroy(ds);
 }
 
-/* Batches loaded behind one still in work are not ahead: the consumer
- * waits for that one all the same. Two workers: job 0 is held until job 3
- * was claimed, so the other worker loads jobs 1, 2 and 3 meanwhile; each
- * is claimed with 0 batches the consumer could take (counting every
- * loaded batch said 1 and 2 for jobs 2 and 3). */
+/* record_ahead, with job 0 held until the test opens st. */
 static int record_ahead_hold_first(void *user, const uint64_t *idx,
                                    uint32_t n, const pl_batch_info *info,
                                    const pl_batch_dst *dst, char *msg,
@@ -715,36 +719,41 @@ static int record_ahead_hold_first(void *user, const uint64_t *idx,
   ahead_state *st = user;
   record_ahead(user, idx, n, info, dst, msg, cap);
   pthread_mutex_lock(&st->mu);
-  while (info->job == 0 && st->depth[3] == 0)
+  while (info->job == 0 && !st->open)
     pthread_cond_wait(&st->cv, &st->mu);
   pthread_mutex_unlock(&st->mu);
   return 0;
 }
 
+static void open_gate(ahead_state *st) {
+  pthread_mutex_lock(&st->mu);
+  st->open = 1;
+  pthread_cond_broadcast(&st->cv);
+  pthread_mutex_unlock(&st->mu);
+}
+
+static void wait_job3(ahead_state *st) {
+  pthread_mutex_lock(&st->mu);
+  while (st->depth[3] == 0)
+    pthread_cond_wait(&st->cv, &st->mu);
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* Batches loaded behind one still in work are not ahead: the consumer
+ * waits for that one all the same. Two workers: job 0 is held until job 3
+ * was claimed, so the other worker loads jobs 1, 2 and 3 meanwhile; each
+ * is claimed with 0 batches the consumer could take (counting every
+ * loaded batch said 1 and 2 for jobs 2 and 3). */
 static void test_ahead_counts_only_batches_in_order(void) {
   ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                     {0}, {0}, {0}, 0, 0};
   pl_dataset *ds = NULL;
+  pl_loader *ld = ahead_loader(record_ahead_hold_first, &st, 2, &ds);
   pl_error err;
-  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32,
-                                          record_ahead_hold_first, NULL, 0,
-                                          &st, NULL, &ds, &err),
-           &err);
-  pl_loader_config cfg;
-  pl_loader_config_init(&cfg);
-  cfg.batch_size = 1;
-  cfg.num_workers = 2;
-  cfg.prefetch = 4;
-  cfg.device = PL_DEVICE_CPU;
-  pl_loader *ld = NULL;
-  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
-  pthread_mutex_lock(&st.mu);
-  while (st.depth[3] == 0)
-    pthread_cond_wait(&st.cv, &st.mu);
-  pthread_mutex_unlock(&st.mu);
+  wait_job3(&st);
   for (uint32_t j = 0; j < 4; j++)
     CHECK_EQ_U64(st.ready[j], 0);
-  /* Job 0 loaded now: the consumer takes 0..3 without a wait. */
+  open_gate(&st); /* job 0 loads: the consumer takes 0..3 */
   for (uint32_t j = 0; j < 4; j++) {
     pl_batch *b = NULL;
     CHECK_OK(pl_loader_next(ld, &b, &err), &err);
@@ -761,44 +770,16 @@ static void test_ahead_counts_only_batches_in_order(void) {
  * (pl_loader_next_timed with no wait: NOT_READY, a wait all the same);
  * jobs 1..3, claimed after job 0 was loaded, find the consumer's wait 0
  * batches back. */
-static int record_ahead_after_poll(void *user, const uint64_t *idx,
-                                   uint32_t n, const pl_batch_info *info,
-                                   const pl_batch_dst *dst, char *msg,
-                                   size_t cap) {
-  ahead_state *st = user;
-  record_ahead(user, idx, n, info, dst, msg, cap);
-  pthread_mutex_lock(&st->mu);
-  while (info->job == 0 && !st->open)
-    pthread_cond_wait(&st->cv, &st->mu);
-  pthread_mutex_unlock(&st->mu);
-  return 0;
-}
-
 static void test_since_wait_counts_from_the_last_wait(void) {
   ahead_state st = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                     {0}, {0}, {0}, 0, 0};
   pl_dataset *ds = NULL;
+  pl_loader *ld = ahead_loader(record_ahead_hold_first, &st, 1, &ds);
   pl_error err;
-  CHECK_OK(pl_dataset_from_batch_callback(fields, 2, 32,
-                                          record_ahead_after_poll, NULL, 0,
-                                          &st, NULL, &ds, &err),
-           &err);
-  pl_loader_config cfg;
-  pl_loader_config_init(&cfg);
-  cfg.batch_size = 1;
-  cfg.num_workers = 1;
-  cfg.prefetch = 4;
-  cfg.device = PL_DEVICE_CPU;
-  pl_loader *ld = NULL;
-  CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
   pl_batch *b = NULL;
   CHECK(pl_loader_next_timed(ld, 0, &b, &err) == PL_NOT_READY);
-  pthread_mutex_lock(&st.mu);
-  st.open = 1;
-  pthread_cond_broadcast(&st.cv);
-  while (st.depth[3] == 0)
-    pthread_cond_wait(&st.cv, &st.mu);
-  pthread_mutex_unlock(&st.mu);
+  open_gate(&st);
+  wait_job3(&st);
   for (uint32_t j = 1; j < 4; j++)
     CHECK_EQ_U64(st.since[j], 0);
   pl_loader_destroy(ld);
