@@ -342,7 +342,7 @@ class DataLoader(_compat.loader_base()):
         if native or self.worker_mode == "thread":
             self._engine = _Engine(self, None)  # cheap: threads, no processes
         else:
-            _start_forkserver_early(self.multiprocessing_context)
+            _start_forkserver_early(self.multiprocessing_context, dataset, worker_init_fn)
         _live.add(self)
         _compat.torch_attributes(self, prefetch_given)  # torch's, where torch is installed
         self._initialized = True

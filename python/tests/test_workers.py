@@ -591,30 +591,56 @@ def test_worker_processes_into_cuda_match_cpu():
 
 
 @pytest.mark.parametrize("user_preload", [None, ["json"]])
-def test_forkserver_server_imports_torch_once_for_every_worker(user_preload):
+@pytest.mark.parametrize("dataset", ["pyw_torch_data.ParentHasTorchDataset", "pyw_data.ParentHasTorch"])
+def test_forkserver_server_imports_torch_once_for_every_worker(user_preload, dataset):
     """forkserver: the server imports torch (and numpy, pinloader's worker)
     before it forks the workers, so that each does not import it again
-    (seconds a worker: bench/first_batch.py). Seen from the workers: their
-    parent, the server, has torch's library mapped. A preload list of the
-    user's own is kept. In a fresh interpreter: no server running yet."""
+    (seconds a worker: bench/first_batch.py), where the dataset's code
+    names torch (its module imports it; here it is a torch Dataset); one
+    that does not name it does not wait for the server to import it. Seen
+    from the workers: their parent, the server, has torch's library mapped
+    or not. A preload list of the user's own is kept. In a fresh
+    interpreter: no server running yet; the main module (-c) is no file,
+    so the server imports nothing of it."""
+    module = dataset.partition(".")[0]
     code = textwrap.dedent("""
         import multiprocessing, sys
         sys.path.insert(0, %r)
-        import torch, pinloader, pyw_data
+        import torch, pinloader, %s
         if %r is not None:
             multiprocessing.get_context("forkserver").set_forkserver_preload(%r)
-        dl = pinloader.DataLoader(pyw_data.ParentHasTorch(), batch_size=2, num_workers=2,
+        dl = pinloader.DataLoader(%s(), batch_size=2, num_workers=2,
                                   multiprocessing_context="forkserver")
         print(sorted({int(x) for b in dl for x in b}))
         from multiprocessing import forkserver
         print(forkserver._forkserver._preload_modules)
-    """) % (HERE, user_preload, user_preload)
+    """) % (HERE, module, user_preload, user_preload, dataset)
     p = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     seen, preload = p.stdout.splitlines()[-2:]
-    assert seen == "[1]"
+    names_torch = module == "pyw_torch_data"
+    assert seen == ("[1]" if names_torch else "[0]")
     first = user_preload or ["__main__"]
-    assert preload == str(first + ["pinloader._worker", "numpy", "torch"])
+    assert preload == str(first + ["pinloader._worker", "numpy"] + (["torch"] if names_torch else []))
+
+
+def test_forkserver_preload_follows_what_the_dataset_names():
+    """The packages a dataset's code names, for the forkserver's preload:
+    its classes' modules and what they import, its attributes' classes, a
+    worker_init_fn's globals."""
+    torch = pytest.importorskip("torch")
+    import pyw_torch_data
+
+    from pinloader._procs import _packages_named
+
+    assert "torch" not in _packages_named(D.Indexed(4))
+    assert "numpy" in _packages_named(D.Indexed(4))  # pyw_data imports it
+    assert "torch" in _packages_named(pyw_torch_data.ParentHasTorchDataset())
+    held = D.Indexed(4)
+    held.mean = torch.zeros(3)  # a tensor (or a transform) the dataset holds
+    assert "torch" in _packages_named(held)
+    assert "torch" in _packages_named(D.Indexed(4), pyw_torch_data.seed_torch)
+    assert "torch" not in _packages_named(D.Indexed(4), D.seed_nothing)
 
 
 def test_forkserver_starts_at_dataloader_and_no_worker_before_iter():
