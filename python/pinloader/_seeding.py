@@ -115,17 +115,28 @@ def torch_one_thread():
 
 
 def _rng_states():
+    """The three generators' states; torch's, while it is not imported, as
+    the seed it is owed (its state then: nothing drew from it)."""
     torch = sys.modules.get("torch")
-    return (random.getstate(), np.random.get_state(),
-            torch.get_rng_state() if torch is not None else None)
+    if torch is not None:
+        return random.getstate(), np.random.get_state(), torch.get_rng_state(), None
+    return random.getstate(), np.random.get_state(), None, _pending["seed"]
 
 
 def _set_rng_states(states):
+    """Puts back _rng_states()'s; torch imported meanwhile gets the seed it
+    was owed then, as if what drew since had not."""
     random.setstate(states[0])
     np.random.set_state(states[1])
     torch = sys.modules.get("torch")
-    if torch is not None and states[2] is not None:
-        torch.set_rng_state(states[2])
+    if states[2] is not None:
+        if torch is not None:
+            torch.set_rng_state(states[2])
+    elif torch is not None:
+        if states[3] is not None:
+            states[3](torch)
+    else:
+        _pending["seed"] = states[3]
 
 
 def seed_worker(base_seed, worker_id):

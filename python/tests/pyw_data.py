@@ -166,6 +166,21 @@ class TorchInWorker:
                 -1 if wi is None else wi.id)
 
 
+class FirstRaisesTorchLate:
+    """Sample 0 raises; sample i > 0 is (i, a draw of torch's global
+    generator), torch imported here only."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        if i == 0:
+            raise ValueError("sample 0 is bad")
+        import torch
+
+        return np.int64(i), float(torch.rand(()))
+
+
 class NoTorch:
     """Sample i: (i, whether torch is imported in the process reading it)."""
 

@@ -189,6 +189,34 @@ def test_spawned_workers_meet_torch_as_torch_workers_do():
     loader.close()
 
 
+def test_late_torch_after_a_failed_first_sample_draws_as_torch():
+    """The first batch's first sample raises: pinloader reads another for
+    the batch's layout (torch reads none) and puts the generators back.
+    torch imported by that read (spawn: its first import in the worker)
+    is put back too, to the seed it was owed: the next batches draw what
+    torch's workers draw."""
+    def run(make):
+        torch.manual_seed(2)
+        loader = make(D.FirstRaisesTorchLate(), batch_size=2, num_workers=2,
+                      multiprocessing_context="spawn")
+        it, out = iter(loader), []
+        while True:
+            try:
+                b = next(it)
+            except StopIteration:
+                break
+            except Exception as e:  # the first batch: sample 0's error, as torch
+                out.append("sample 0 is bad" if "sample 0 is bad" in str(e) else repr(e))
+                continue
+            out.append([b[0].tolist(), b[1].tolist()])
+        return out
+
+    got = run(lambda ds, **kw: pinloader.DataLoader(ds, in_order=True, **kw))
+    ref = run(DataLoader)
+    assert got == ref
+    assert got[0] == "sample 0 is bad" and len(got) == 6
+
+
 def test_numpy_worker_seed_is_torchs():
     """A worker's numpy seed is torch's (_generate_state), made without
     torch: numpy's SeedSequence over the same words."""
