@@ -123,7 +123,11 @@ def _cuda_ready():
 def one(args):
     """A single case, in this interpreter: prints its JSON."""
     cuda_s = _cuda_ready() if args.device == "cuda" and not args.cold_cuda else None
-    ds = Small(args.n) if args.objects_mb == 0 else Objects(args.n, args.objects_mb)
+    if args.torch_dataset:
+        from first_batch_torch import TorchObjects as objects, TorchSmall as small
+    else:
+        objects, small = Objects, Small
+    ds = small(args.n) if args.objects_mb == 0 else objects(args.n, args.objects_mb)
     got = _first(args.impl, ds, args.workers_one, args.method, args.device, args.batch, args.restore,
                  args.work_s)
     out = {"init_s": got[0], "first_s": got[1], "cuda_start_s": cuda_s}
@@ -136,7 +140,8 @@ def _case(args, impl, workers, method, mb, restore):
     cmd = [sys.executable, os.path.abspath(__file__), "--one", "--impl", impl, "--workers-one", str(workers),
            "--method", method, "--objects-mb", str(mb), "--device", args.device, "--batch",
            str(args.batch), "--n", str(args.n)] + (["--restore"] if restore else []) + \
-        (["--cold-cuda"] if args.cold_cuda else []) + ["--work-s", str(args.work_s)]
+        (["--cold-cuda"] if args.cold_cuda else []) + ["--work-s", str(args.work_s)] + \
+        (["--torch-dataset"] if args.torch_dataset else [])
     runs = []
     for _ in range(args.reps):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
@@ -166,6 +171,11 @@ def main():
                     help="seconds of the script's own work between DataLoader() and iter() (a "
                          "model being built; a sleep, not timed): `first` then shows what a "
                          "loader did beforehand")
+    ap.add_argument("--torch-dataset", action="store_true",
+                    help="the datasets as torch Datasets from a module that imports torch "
+                         "(bench/first_batch_torch.py), as most are: spawned workers import "
+                         "torch, a forkserver preloads it. Without: datasets that need no "
+                         "torch (pinloader's workers then never import it)")
     ap.add_argument("--cold-cuda", action="store_true",
                     help="on cuda, leave CUDA unstarted before the timed part (each loader's "
                          "first batch then pays CUDA's start)")
@@ -196,7 +206,9 @@ def main():
                     if "error" in x:
                         return "error"
                     return x["init_s"] + x["first_s"] if key == "total" else x[key]
-                rows.append([("small" if mb == 0 else "%g MB objects" % mb), method, w,
+                kind = ("small" if mb == 0 else "%g MB objects" % mb) + \
+                    (", torch Dataset" if args.torch_dataset else "")
+                rows.append([kind, method, w,
                              cell(r["torch"], "first_s"), cell(r["torch"], "total"),
                              cell(r["pinloader"], "first_s"), cell(r["pinloader"], "total"),
                              cell(r["pinloader_restore"], "total")])

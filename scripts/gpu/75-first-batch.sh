@@ -9,9 +9,11 @@
 #   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=fork scripts/gpu/75-first-batch.sh
 #   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=forkserver scripts/gpu/75-first-batch.sh
 #   PL_FB_OBJECTS_MB=1024 PL_FB_METHODS=spawn scripts/gpu/75-first-batch.sh
+#   PL_FB_TORCH_DATASET=1 PL_FB_METHODS=forkserver,spawn scripts/gpu/75-first-batch.sh
 # (PL_FB_WORKERS and PL_FB_REPS override the worker counts and the runs per
-# case, default 1.) Results: $OUT (or $PL_GPU_LOGS, else gpu-out)/
-# first-batch-<mb>mb-<methods>.{json,md}.
+# case, default 1; PL_FB_TORCH_DATASET=1 makes the datasets torch Datasets of
+# a module that imports torch, whose spawned workers import torch.) Results:
+# $OUT (or $PL_GPU_LOGS, else gpu-out)/first-batch-<mb>mb-<methods>[-torchds].{json,md}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -24,6 +26,12 @@ trap 'rm -rf "$target"' EXIT
 export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
 mb=${PL_FB_OBJECTS_MB:-0}
 methods=${PL_FB_METHODS:-fork,forkserver,spawn}
+torchds=()
+suffix=
+if [[ ${PL_FB_TORCH_DATASET:-0} == 1 ]]; then
+  torchds=(--torch-dataset)
+  suffix=-torchds
+fi
 "$PY" bench/first_batch.py --device cuda --workers "${PL_FB_WORKERS:-1,4,16,32}" \
     --methods "$methods" --objects-mb "$mb" --reps "${PL_FB_REPS:-1}" --case-timeout 240 \
-    --out "$out" --name "first-batch-${mb}mb-${methods//,/-}"
+    "${torchds[@]}" --out "$out" --name "first-batch-${mb}mb-${methods//,/-}$suffix"
