@@ -95,10 +95,11 @@ def _packages_named(*objs):
         attrs = getattr(obj, "__dict__", None)
         for v in (list(attrs.values()) if isinstance(attrs, dict) else []):
             classes += [c for c in type(v).__mro__ if c is not object]
-        for c in classes:
+        for c in dict.fromkeys(classes):
             add_module_of(c)
-            mod = sys.modules.get(c.__module__)
-            if mod is not None and c.__module__ != "builtins":
+        for name in dict.fromkeys(c.__module__ for c in classes):  # each module once
+            mod = sys.modules.get(name) if isinstance(name, str) else None
+            if mod is not None and name != "builtins":
                 add_namespace(vars(mod))
     return tops
 

@@ -21,12 +21,13 @@ static void fill_order(const shards_impl *im, epoch_order *e,
                        const uint64_t key[2]) {
   for (int k = 0; k < im->n; k++)
     e->order[k] = (uint32_t)k;
-  pl_rng r = pl_rng_for(key ? key[0] : 0, key ? key[1] : 0, 0,
-                        RNG_STREAM_SHARDS);
-  for (int k = im->n - 1; key && k > 0; k--) {
-    uint64_t j = pl_rng_below(&r, (uint64_t)k + 1);
-    uint32_t t = e->order[k];
-    e->order[k] = e->order[j], e->order[j] = t;
+  if (key) {
+    pl_rng r = pl_rng_for(key[0], key[1], 0, RNG_STREAM_SHARDS);
+    for (int k = im->n - 1; k > 0; k--) {
+      uint64_t j = pl_rng_below(&r, (uint64_t)k + 1);
+      uint32_t t = e->order[k];
+      e->order[k] = e->order[j], e->order[j] = t;
+    }
   }
   e->prefix[0] = 0;
   for (int k = 0; k < im->n; k++)
