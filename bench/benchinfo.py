@@ -83,8 +83,10 @@ def _fmt(v):
     return "" if v is None else str(v)
 
 
-def write(out, name, info, res, header, rows, notes=()):
-    """NAME.json ({"info", "results"}) and NAME.md (info line, table, notes)."""
+def write(out, name, info, res, header, rows, notes=(), quiet=False):
+    """NAME.json ({"info", "results"}) and NAME.md (info line, table, notes).
+    quiet: nothing printed (a bench that rewrites them after each row, so
+    that a run stopped part-way leaves what it measured)."""
     d = out_dir(out)
     with open(os.path.join(d, name + ".json"), "w") as f:
         json.dump({"info": info, "results": res}, f, indent=1)
@@ -102,5 +104,7 @@ def write(out, name, info, res, header, rows, notes=()):
     lines += [""] + list(notes)
     with open(os.path.join(d, name + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    if quiet:
+        return
     print("\n".join(lines))
     print("wrote %s.json and %s.md in %s" % (name, name, d))

@@ -144,7 +144,10 @@ def _case(args, impl, workers, method, mb, restore):
         (["--torch-dataset"] if args.torch_dataset else [])
     runs = []
     for _ in range(args.reps):
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": ["over --case-timeout %g s" % args.case_timeout]}
         line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
         if p.returncode != 0 or not line:
             return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
@@ -192,27 +195,6 @@ def main():
     import benchinfo
 
     info = benchinfo.collect(args.device)
-    res, rows = [], []
-    for mb in [float(x) for x in args.objects_mb.split(",")]:
-        for method in args.methods.split(","):
-            for w in [int(x) for x in args.workers.split(",")]:
-                r = {"objects_mb": mb, "method": method, "workers": w}
-                r["torch"] = _case(args, "torch", w, method, mb, False)
-                r["pinloader"] = _case(args, "pinloader", w, method, mb, False)
-                r["pinloader_restore"] = _case(args, "pinloader", w, method, mb, True)
-                res.append(r)
-
-                def cell(x, key):
-                    if "error" in x:
-                        return "error"
-                    return x["init_s"] + x["first_s"] if key == "total" else x[key]
-                kind = ("small" if mb == 0 else "%g MB objects" % mb) + \
-                    (", torch Dataset" if args.torch_dataset else "")
-                rows.append([kind, method, w,
-                             cell(r["torch"], "first_s"), cell(r["torch"], "total"),
-                             cell(r["pinloader"], "first_s"), cell(r["pinloader"], "total"),
-                             cell(r["pinloader_restore"], "total")])
-                print(json.dumps(r)[:300], flush=True)
     header = ["dataset", "start", "workers", "torch first s", "torch total s", "pinloader first s",
               "pinloader total s", "pinloader total after restore s"]
     notes = ["`first`: iter() + next() to the first batch (worker start included; on cuda the batch "
@@ -229,6 +211,31 @@ def main():
                  "does; cuda_start_s in the JSON)." if not args.cold_cuda else
                  "CUDA not started before the timed part (--cold-cuda): each loader's first "
                  "batch pays its start.")]
+
+    def cell(x, key):
+        if "error" in x:
+            return "error"
+        return x["init_s"] + x["first_s"] if key == "total" else x[key]
+
+    res, rows = [], []
+    for mb in [float(x) for x in args.objects_mb.split(",")]:
+        for method in args.methods.split(","):
+            for w in [int(x) for x in args.workers.split(",")]:
+                r = {"objects_mb": mb, "method": method, "workers": w}
+                r["torch"] = _case(args, "torch", w, method, mb, False)
+                r["pinloader"] = _case(args, "pinloader", w, method, mb, False)
+                r["pinloader_restore"] = _case(args, "pinloader", w, method, mb, True)
+                res.append(r)
+                kind = ("small" if mb == 0 else "%g MB objects" % mb) + \
+                    (", torch Dataset" if args.torch_dataset else "")
+                rows.append([kind, method, w,
+                             cell(r["torch"], "first_s"), cell(r["torch"], "total"),
+                             cell(r["pinloader"], "first_s"), cell(r["pinloader"], "total"),
+                             cell(r["pinloader_restore"], "total")])
+                # The files after each row (a run stopped part-way keeps
+                # what it measured) and the row in one short line.
+                benchinfo.write(args.out, args.name, info, res, header, rows, notes, quiet=True)
+                print("row: %s" % " | ".join(benchinfo._fmt(c) for c in rows[-1]), flush=True)
     benchinfo.write(args.out, args.name, info, res, header, rows, notes)
 
 

@@ -6,7 +6,12 @@ workers, the first batch), for bench/first_batch.py's small dataset, batch
 has it (--cold-cuda: not). Also the cost of CUDA's start alone (a fresh
 interpreter that only makes a CUDA tensor).
 
-    python3 bench/first_batch_probe.py [--workers 1,32] [--method fork]
+    python3 bench/first_batch_probe.py [--workers 1,32] [--method fork] [--raw-forks 32]
+
+--raw-forks N: also N bare os.fork()s (each child leaving at once) of an
+interpreter with Python alone, with torch imported, and with CUDA started:
+what a fork costs the parent before any of multiprocessing's or the
+loader's work.
 """
 import argparse
 import json
@@ -84,6 +89,31 @@ def cuda_alone():
                                   "pin_64mb_s": t3 - t2, "n": x.numel()}))
 
 
+def raw_forks(count, cuda, torch_too):
+    """count sequential os.fork()s of this process, each child leaving at
+    once (os._exit): the kernel's and Python's cost of a fork alone, with
+    torch imported and CUDA started or not. Each is waited for before the
+    next (as a worker's start is not, but the parent's side is the same)."""
+    if torch_too:
+        import torch
+
+        if cuda:
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
+    import resource
+
+    ms = []
+    for _ in range(count):
+        t = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        ms.append((time.perf_counter() - t) * 1e3)
+        os.waitpid(pid, 0)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps({"fork_ms": ms, "max_rss_mb": rss}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", default="1,32")
@@ -93,9 +123,28 @@ def main():
     ap.add_argument("--one", type=int, default=None)
     ap.add_argument("--cuda-alone", action="store_true")
     ap.add_argument("--cold-cuda", action="store_true", help="CUDA not started before iter()")
+    ap.add_argument("--raw-forks", type=int, default=0,
+                    help="also time this many bare os.fork()s: Python alone, with torch, and "
+                         "with torch and CUDA started")
+    ap.add_argument("--raw-one", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.cuda_alone:
         return cuda_alone()
+    if a.raw_one is not None:
+        return raw_forks(a.raw_forks, a.raw_one == "cuda", a.raw_one != "python")
+    for kind in ("python", "torch", "cuda") if a.raw_forks else ():
+        if kind == "cuda" and a.device != "cuda":
+            continue
+        r = subprocess.run([sys.executable, __file__, "--raw-forks", str(a.raw_forks), "--raw-one", kind],
+                           capture_output=True, text=True, timeout=300)
+        line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+        if not line:
+            print("raw forks", kind, "error", r.stderr[-500:])
+            continue
+        got = json.loads(line[0][7:])
+        f = sorted(got["fork_ms"])
+        print("raw os.fork(), %-6s: %d forks, median %.2f ms, max %.2f ms, total %.1f ms (parent max RSS %.0f MB)"
+              % (kind, len(f), f[len(f) // 2], f[-1], sum(f), got["max_rss_mb"]))
     if a.one is not None:
         return probe(a.one, a.method, a.device, a.cold_cuda)
     if a.device == "cuda":
