@@ -92,8 +92,10 @@ def cuda_alone():
 def raw_forks(count, cuda, torch_too):
     """count sequential os.fork()s of this process, each child leaving at
     once (os._exit): the kernel's and Python's cost of a fork alone, with
-    torch imported and CUDA started or not. Each is waited for before the
-    next (as a worker's start is not, but the parent's side is the same)."""
+    torch imported and CUDA started or not. Each child is reaped before
+    the next fork, so no live child shares the parent's pages when it forks
+    again: a lower bound of a worker's start (bench/fork_gate_probe.py
+    forks children that live on, as workers do)."""
     if torch_too:
         import torch
 
