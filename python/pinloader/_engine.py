@@ -66,6 +66,9 @@ class _Engine(_Iteration, _Processes):
         plan = dl._plan
         self.spec = None
         self.socks = []  # worker processes' sockets, until the ProcSet takes them
+        # (start, end) of starting the worker processes, and when all were
+        # ready (monotonic): report()'s first batch.
+        self.start_span = self.ready_at = None
         self.ready = []
         self._ld = None  # the C loader; for a Python dataset made at the first next()
         self._shadow = None  # until then, a loader over nothing (_ShadowLoader) keeps the order
@@ -197,6 +200,10 @@ class _Engine(_Iteration, _Processes):
                 _C.set_order(ld, *self.shadow_order)
             self._ld = ld
             self._finish_start()
+            if self.start_span is not None:
+                import time
+
+                self.ready_at = time.monotonic()  # every worker's "ready" read
         except BaseException:
             self.broken = True
             raise

@@ -107,7 +107,7 @@ class _Iteration:
             if own_order:
                 engine.delivered_state = engine._ld.save_state()
             if engine.first_batch is not None:
-                engine.first_batch = engine.first_batch()  # (None: once)
+                engine.first_batch = engine.first_batch(engine)  # (None: once)
             if engine.look_at is not None:
                 engine._look_ahead(b)
             inner = packer[0]

@@ -272,9 +272,12 @@ class _Processes:
         """Forks (or spawns) the workers. Their sockets stay here until the
         first next(): the first sample is read (prepare), then the ProcSet
         and the C loader are made."""
+        import time
+
         ctx = _mp_context(dl.multiprocessing_context)
         spec.parent_pid = None if ctx.get_start_method() == "forkserver" else os.getpid()
         _preload_forkserver(ctx, spec.dataset, spec.worker_init_fn)
+        began = time.monotonic()
         try:
             for w in range(dl.num_workers):
                 parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -288,6 +291,9 @@ class _Processes:
                     child.close()
                 self.procs.append(p)
                 _worker_procs.add(p)
+            # report()'s first batch: the parent's time starting them (a
+            # fork each, where most of a fork start's first batch goes).
+            self.start_span = (began, time.monotonic())
         except BaseException as e:
             for sk in self.socks:
                 sk.close()

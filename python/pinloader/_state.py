@@ -734,6 +734,10 @@ class FirstBatch:
         self.made = time.monotonic()
         self.after_init_s = self.after_iter_s = self.after_restore_s = None
         self.restored = False
+        # The first batch's worker processes: how many, the parent's time
+        # starting them, and from their start to every one's "ready" (a
+        # spawned worker's imports), where that iteration started them.
+        self.workers = self.workers_start_s = self.workers_ready_s = None
 
     def begin(self):
         """At iter(): a recorder for the iteration's first batch, or None
@@ -749,18 +753,29 @@ class FirstBatch:
         self.restored = False
         t0 = time.monotonic()
 
-        def record():
+        def record(engine=None):
             now = time.monotonic()
             if which == "first" and self.after_iter_s is None:
                 self.after_iter_s, self.after_init_s = now - t0, now - self.made
+                self._workers_of(engine)
             elif which == "restore":
                 self.after_restore_s = now - t0
             return None
         return record
 
+    def _workers_of(self, engine):
+        span = getattr(engine, "start_span", None)
+        if span is None:
+            return  # no processes (threads, num_workers=0, a native source)
+        self.workers = len(engine.procs)
+        self.workers_start_s = span[1] - span[0]
+        if engine.ready_at is not None:
+            self.workers_ready_s = engine.ready_at - span[0]
+
     def as_dict(self):
         return {"after_init_s": self.after_init_s, "after_iter_s": self.after_iter_s,
-                "after_restore_s": self.after_restore_s}
+                "after_restore_s": self.after_restore_s, "workers": self.workers,
+                "workers_start_s": self.workers_start_s, "workers_ready_s": self.workers_ready_s}
 
 
 def report_text(text, fb):
@@ -769,6 +784,10 @@ def report_text(text, fb):
         return text
     line = "first batch: %.3g s after the first iter() (%.3g s after DataLoader())" % (
         fb.after_iter_s, fb.after_init_s)
+    if fb.workers is not None:
+        line += "; %d worker processes started in %.3g s" % (fb.workers, fb.workers_start_s)
+        if fb.workers_ready_s is not None:
+            line += ", all ready %.3g s after the first began" % fb.workers_ready_s
     if fb.after_restore_s is not None:
         line += "; %.3g s after iter() following load_state_dict()" % fb.after_restore_s
     head, sep, rest = text.partition("\n")
