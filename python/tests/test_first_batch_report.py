@@ -40,7 +40,6 @@ def test_report_has_first_batch_times(workers):
     dl.close()
 
 
-
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_report_first_batch_says_what_the_worker_processes_took(method):
     dl = pinloader.DataLoader(pyw_data.Indexed(24), batch_size=4, num_workers=2,
