@@ -200,10 +200,6 @@ class _Engine(_Iteration, _Processes):
                 _C.set_order(ld, *self.shadow_order)
             self._ld = ld
             self._finish_start()
-            if self.start_span is not None:
-                import time
-
-                self.ready_at = time.monotonic()  # every worker's "ready" read
         except BaseException:
             self.broken = True
             raise

@@ -323,11 +323,14 @@ class _Processes:
         """Waits for the workers still starting, each given batches as its
         "ready" comes (its error, from worker_init_fn, raised here). As
         torch's, timeout= does not limit a worker's start."""
+        import time
+
         for w, s in enumerate(self.socks):
             if not self.ready[w]:
                 self._wait_ready(w, s, self.procs[w])
                 self.ready[w] = True
                 self.ps.set_ready(w)
+        self.ready_at = time.monotonic()  # report()'s first batch: every "ready" read
 
     def _read_reply(self, w, s, p, timeout, what):
         """(status, payload) of worker w's next reply. Its death is an

@@ -753,7 +753,7 @@ class FirstBatch:
         self.restored = False
         t0 = time.monotonic()
 
-        def record(engine=None):
+        def record(engine):
             now = time.monotonic()
             if which == "first" and self.after_iter_s is None:
                 self.after_iter_s, self.after_init_s = now - t0, now - self.made
@@ -764,7 +764,7 @@ class FirstBatch:
         return record
 
     def _workers_of(self, engine):
-        span = getattr(engine, "start_span", None)
+        span = engine.start_span
         if span is None:
             return  # no processes (threads, num_workers=0, a native source)
         self.workers = len(engine.procs)
