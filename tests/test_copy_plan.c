@@ -303,6 +303,57 @@ static void test_extra_field(pl_dataset *ds) {
   pl_dataset_destroy(big);
 }
 
+/* A reader that writes fields on the device (device_writes): a WHOLE
+ * CUDA plan makes room for a span per sample and field, and a batch's
+ * copies are the runs each field left in staging, in order; nothing
+ * written is one span per field; all of it, none. CPU plans, chunked
+ * ones and requests without it keep theirs. */
+static void test_device_writes(pl_dataset *ds) {
+  pl_plan_request req = request(ds, 8, 2, 2);
+  req.extra_sample_bytes = 16;
+  req.device_writes = 1;
+  pl_copy_plan p;
+  make(&CUDA_CAPS, &req, &p);
+  CHECK(p.mode == PL_PLAN_WHOLE && p.device_writes);
+  CHECK_EQ_U64(p.max_spans, 3 * 8);
+  uint64_t off1 = p.fields[1].batch_off, off2 = p.fields[2].batch_off;
+  CHECK_EQ_U64(off1, 8 * 3072);
+  static uint8_t host[1 << 16];
+  pl_span sp[24];
+  /* Of 7 samples, field 0 of 1, 2, 5 and 6 on the device, and field 1 of
+   * 6 (bits 0 and 1); sample 7's flags are past n. */
+  const uint8_t written[8] = {0, 1, 1, 0, 0, 1, 3, 0x80};
+  int n = pl_copy_plan_spans_except(&p, written, 7, host, sp);
+  CHECK_EQ_U64(n, 4);
+  /* field 0: [0, 1), [3, 5); sample 6 wrote field 0 too: done */
+  CHECK(sp[0].src == host && sp[0].dst_off == 0 && sp[0].len == 3072);
+  CHECK(sp[1].src == host + 3 * 3072 && sp[1].dst_off == 3 * 3072 &&
+        sp[1].len == 2 * 3072);
+  /* field 1: [0, 6) (sample 6 wrote it) */
+  CHECK(sp[2].src == host + off1 && sp[2].dst_off == off1 &&
+        sp[2].len == 6 * 8);
+  /* field 2 (the extra one, never the reader's): all 7 samples */
+  CHECK(sp[3].src == host + off2 && sp[3].dst_off == off2 &&
+        sp[3].len == 7 * 16);
+  /* Nothing written: a span per field; everything: none. */
+  CHECK_EQ_U64(pl_copy_plan_spans_except(&p, NULL, 8, host, sp), 3);
+  CHECK(sp[0].len == 8 * 3072 && sp[1].len == 64 && sp[2].len == 128);
+  const uint8_t all[1] = {0x07};
+  pl_copy_plan one = p;
+  one.nfields = 2; /* the dataset's own fields, both written */
+  CHECK_EQ_U64(pl_copy_plan_spans_except(&one, all, 1, host, sp), 0);
+  pl_copy_plan_free(&p);
+  /* The CPU writes the batch itself: no device writes. */
+  pl_backend_caps cpu = pl_backend_cpu_caps();
+  make(&cpu, &req, &p);
+  CHECK(!p.device_writes && p.max_spans == 1);
+  pl_copy_plan_free(&p);
+  req.device_writes = 0;
+  make(&CUDA_CAPS, &req, &p);
+  CHECK(!p.device_writes && p.max_spans == 1);
+  pl_copy_plan_free(&p);
+}
+
 int main(void) {
   (void)fixture_check_batch;
   fixture fx = {0};
@@ -314,6 +365,7 @@ int main(void) {
   test_direct_refused(ds);
   test_direct();
   test_extra_field(ds);
+  test_device_writes(ds);
 #ifdef PL_FAULT_INJECTION
   test_alloc_faults();
 #endif

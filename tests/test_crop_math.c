@@ -69,9 +69,10 @@ static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
 
 /* nvJPEG's part done by libjpeg, the rest as nvjpeg_decode.c's crop_all. */
 static pl_status host_begin(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
-                            uint32_t size, int wait, void **ticket,
-                            pl_error *err) {
+                            uint32_t size, int wait, void *const *events,
+                            void **ticket, pl_error *err) {
   (void)d, (void)err;
+  CHECK(events == NULL); /* a CPU loader: no device memory */
   CHECK(wait); /* mode gpu */
   for (uint32_t k = 0; k < n; k++) {
     pl_gpu_job *j = &jobs[k];
@@ -118,7 +119,10 @@ static void through_view(const char *root, int train) {
   pl_dataset *ds = NULL, *view = NULL;
   pl_error err;
   CHECK_OK(pl_dataset_open_spec(spec, &ds, &err), &err);
-  pl_gpu_decoder dec = {"host", 0, host_begin, host_finish, host_destroy};
+  pl_gpu_decoder dec = {.name = "host",
+                        .begin = host_begin,
+                        .finish = host_finish,
+                        .destroy = host_destroy};
   CHECK_OK(pl_images_gpu_view(ds, &dec, PL_DECODE_GPU, &view, &err), &err);
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);

@@ -270,18 +270,21 @@ typedef struct fake_gpu {
   int waits, no_waits; /* begin calls with and without wait */
   int done_at_begin; /* finish says the work was done when begin returned */
   double began;
+  void *events[PL_DEVICE_WAITS]; /* the last begin's (NULL: none given) */
   int jobs_seen, call_first, call_n; /* jobs begun; the last call's */
   int njobs;             /* kept below: the first 64 jobs */
   pl_gpu_job jobs[64];
 } fake_gpu;
 
 static pl_status fake_begin(pl_gpu_decoder *d, pl_gpu_job *jobs, uint32_t n,
-                            uint32_t size, int wait, void **ticket,
-                            pl_error *err) {
+                            uint32_t size, int wait, void *const *events,
+                            void **ticket, pl_error *err) {
   fake_gpu *f = (fake_gpu *)d;
   CHECK_EQ_U64(size, SIZE);
   *ticket = NULL;
   f->waits += wait, f->no_waits += !wait;
+  for (int w = 0; w < PL_DEVICE_WAITS; w++)
+    f->events[w] = events ? events[w] : NULL;
   if (f->fail_begin)
     return pl_errorf(err, PL_CUDA, "cudaMalloc: out of memory (fake)");
   if (f->starting && !wait) {
@@ -306,8 +309,8 @@ static pl_status fake_finish(pl_gpu_decoder *d, void *ticket, double *done_at,
   pl_gpu_job *jobs = ticket; /* this call's: job numbers call_first.. */
   for (int j = 0; j < f->call_n; j++) {
     jobs[j].failed = f->call_first + j == f->fail_job;
-    if (!jobs[j].failed)
-      memset(jobs[j].dst, FAKE_BYTE, IMG);
+    if (!jobs[j].failed) /* "device" memory is host memory here */
+      memset(jobs[j].ddst ? jobs[j].ddst : jobs[j].dst, FAKE_BYTE, IMG);
   }
   return PL_OK;
 }
@@ -495,6 +498,99 @@ static void test_view(const char *root) {
   pl_dataset_destroy(plain);
 }
 
+static int no_abandon(const pl_batch_dst *dst) {
+  (void)dst;
+  return 0;
+}
+
+static void no_queue(const pl_batch_dst *dst) { (void)dst; }
+
+/* One read_batch_device of all NIMG samples into stage (images), labels
+ * and crops, with dev (NULL: none). */
+static void read_into(pl_dataset *view, const pl_device_dst *dev,
+                      uint8_t *stage, int64_t *labels, int32_t *crops) {
+  void *base[3] = {stage, labels, crops};
+  uint64_t off[3] = {0, 0, 0};
+  pl_batch_dst dst = {3,    base, off,  NULL,       0,       -1, 0,
+                      NULL, NULL, no_abandon, no_queue};
+  pl_batch_info info = {0};
+  info.depth = 2;
+  uint64_t idx[NIMG];
+  for (uint64_t i = 0; i < NIMG; i++)
+    idx[i] = i;
+  pl_error err;
+  CHECK_OK(view->vt->read_batch_device(view, idx, NIMG, &info, &dst, dev,
+                                       &err),
+           &err);
+}
+
+/* Given the batch's device memory (pl_device_dst), the view has the GPU's
+ * crops written there, marks them in written[] (field 0) and leaves
+ * their staging alone; the CPU's samples (the refused one too) and every
+ * label and crop field go to staging, the CPU path's bytes; the events
+ * reach the decoder; the report counts them in place. A decoder on
+ * another device gets staging, as without device memory. */
+static void test_device_dst(const char *root) {
+  pl_dataset *plain = open_folder(root, 1), *view = NULL;
+  fake_gpu f;
+  fake_init(&f);
+  f.fail_job = 2;
+  pl_error err;
+  CHECK_OK(pl_images_gpu_view(plain, &f.pub, PL_DECODE_GPU, &view, &err),
+           &err);
+  static uint8_t stage[NIMG * IMG], device[NIMG * IMG];
+  int64_t labels[NIMG];
+  int32_t crops[NIMG * 5];
+  uint8_t written[NIMG] = {0};
+  void *dbase[3] = {device, NULL, NULL};
+  int ev0, ev1;
+  pl_device_dst dev = {0, dbase, {&ev0, &ev1}, written};
+  memset(stage, 0xEE, sizeof stage);
+  memset(device, 0xDD, sizeof device);
+  read_into(view, &dev, stage, labels, crops);
+  CHECK(f.events[0] == &ev0 && f.events[1] == &ev1);
+  for (uint32_t i = 0; i < NIMG; i++) {
+    uint8_t want[IMG];
+    int32_t want_crop[5];
+    cpu_sample(plain, i, want, want_crop);
+    int gpu = i < 8 && i != 2; /* baseline, not the refused one */
+    CHECK_EQ_U64(written[i], gpu);
+    const uint8_t *d = device + (size_t)i * IMG, *st = stage + (size_t)i * IMG;
+    int d_fake = 1, d_untouched = 1, st_untouched = 1;
+    for (int k = 0; k < IMG; k++) {
+      d_fake &= d[k] == FAKE_BYTE;
+      d_untouched &= d[k] == 0xDD;
+      st_untouched &= st[k] == 0xEE;
+    }
+    CHECK(gpu ? d_fake && st_untouched : d_untouched);
+    if (!gpu)
+      CHECK(memcmp(st, want, IMG) == 0);
+    CHECK(memcmp(crops + 5 * i, want_crop, sizeof want_crop) == 0);
+    CHECK_EQ_U64(labels[i], 0);
+  }
+  pl_decode_counts c;
+  CHECK(pl_images_decode_counts(view, &c));
+  CHECK_EQ_U64(c.gpu_images, 7);
+  CHECK_EQ_U64(c.in_place, 7);
+  CHECK_EQ_U64(c.gpu_failed, 1);
+  /* The decoder on device 1, the batch on 0: staging. */
+  f.pub.device = 1;
+  memset(written, 0, sizeof written);
+  memset(device, 0xDD, sizeof device);
+  f.jobs_seen = f.njobs = 0;
+  read_into(view, &dev, stage, labels, crops);
+  for (uint32_t i = 0; i < NIMG; i++) {
+    CHECK_EQ_U64(written[i], 0);
+    CHECK(device[(size_t)i * IMG] == 0xDD && device[(size_t)(i + 1) * IMG - 1] == 0xDD);
+    if (i < 8 && i != 2)
+      CHECK(stage[(size_t)i * IMG] == FAKE_BYTE);
+  }
+  CHECK(pl_images_decode_counts(view, &c));
+  CHECK_EQ_U64(c.in_place, 7); /* unchanged */
+  pl_dataset_destroy(view);
+  pl_dataset_destroy(plain);
+}
+
 /* auto with a GPU whose work is done when begin returns, while the worker
  * still decodes its share: the share climbs batch after batch to its cap.
  * (Timed to the return of finish, the GPU looked exactly as slow as the
@@ -624,7 +720,7 @@ static void test_report_line(void) {
   t->decode_gpu = 1;
   t->decode_gpu_images = 15000, t->decode_cpu_images = 10600;
   t->decode_not_gpu = 500, t->decode_gpu_failed = 100;
-  t->decode_gpu_warming = 40;
+  t->decode_gpu_warming = 40, t->decode_gpu_in_place = 14000;
   t->decode_cpu_s = 21, t->decode_gpu_s = 7.5, t->decode_gpu_share = 0.6;
   t->decode_gpu_begin_s = 3, t->decode_ahead_batches = 12;
   pl_analysis a;
@@ -636,7 +732,8 @@ static void test_report_line(void) {
   CHECK(d != NULL);
   if (d)
     CHECK(!strcmp(d->text,
-                  "59% of images decoded on the GPU (15000 GPU, 10600 CPU; "
+                  "59% of images decoded on the GPU (15000 GPU, 14000 of "
+                  "them written in the batch's device memory; 10600 CPU; "
                   "share of GPU-able JPEGs now 60%; 500 images/s per worker "
                   "on the CPU path, 2000 per call on the GPU path, 40% of "
                   "its time in the call that queues it, the worker held; 12 "
@@ -653,6 +750,7 @@ int main(void) {
   test_probe();
   const char *root = make_folder();
   test_view(root);
+  test_device_dst(root);
   test_auto_follows_a_fast_gpu(root);
   if (pl_cuda_device_count() > 0)
     printf("test_decode_split: a CUDA device is present: decode=gpu's "

@@ -464,6 +464,10 @@ typedef struct pl_loader_timings {
                                   part): the worker's own share waits */
   uint64_t decode_ahead_batches; /* auto: batches whose share leaned to the
                                     CPU, the loader ahead of its consumer */
+  uint64_t decode_gpu_in_place; /* of decode_gpu_images, written by the GPU
+                                   straight into the batch's device memory
+                                   (a loader on the decoder's device): no
+                                   host round trip, not copied again */
 } pl_loader_timings;
 
 PL_API void pl_loader_timings_get(const pl_loader *ld, pl_loader_timings *out,

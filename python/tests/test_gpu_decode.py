@@ -1,7 +1,9 @@
 """ImageFolder(decode="gpu" | "auto") on a GPU: a DataLoader's crops from
 nvJPEG agree with decode="cpu"'s for the same draws (PSNR >= 35 dB each,
 the lowest printed), in train and eval mode; PNG and progressive JPEGs
-come back exactly the CPU's, and the report counts them. Skipped without
+come back exactly the CPU's, and the report counts them; the GPU's crops
+are written in the batch's device memory, and the device transforms read
+them there. Skipped without
 a GPU or without nvJPEG (scripts/gpu/66-nvjpeg.sh provides it and fails
 on a skip)."""
 import math
@@ -11,6 +13,7 @@ import pytest
 
 import pinloader
 from pinloader import datasets
+from pinloader import transforms as T
 
 from test_sources import natural_image
 
@@ -42,7 +45,7 @@ def _psnr(a, b):
     return math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
 
-def _epoch(root, decode, train):
+def _epoch(root, decode, train, transforms=None):
     ds = datasets.ImageFolder(root, size=224, train=train, decode=decode)
     try:
         # In index order (the crops are still drawn from (seed, epoch, index)),
@@ -50,7 +53,7 @@ def _epoch(root, decode, train):
         # so the report's decode counters count this epoch only (the loader's
         # own order goes on into the next one, as far as the prefetch depth).
         dl = pinloader.DataLoader(ds, batch_size=8, seed=5, num_workers=2, device="cuda",
-                                  sampler=list(range(len(ds))))
+                                  sampler=list(range(len(ds))), transforms=transforms)
         out = [(x.cpu().numpy().copy(), y.cpu().numpy().copy()) for x, y in dl]
     except pinloader.Error as e:
         if "nvJPEG not found" in str(e):
@@ -84,6 +87,7 @@ def test_gpu_crops_agree_with_cpu(tmp_path, train):
     assert t["decode_gpu"] == 1
     assert t["decode_gpu_images"] == N_BASE
     assert t["decode_not_gpu"] == 2 and t["decode_gpu_failed"] == 0
+    assert t["decode_gpu_in_place"] == N_BASE  # no host round trip
     assert any(f["stage"] == "decode" for f in report["findings"]) or t["batches"] < 2
 
 
@@ -98,3 +102,34 @@ def test_auto_splits(tmp_path):
     assert t["decode_gpu_images"] + t["decode_gpu_warming"] > 0
     assert t["decode_gpu_images"] + t["decode_cpu_images"] == N_BASE + 2
     assert t["decode_gpu_failed"] == 0
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def test_device_transforms_read_the_gpu_crops(tmp_path):
+    """The GPU's crops land in the batch's device memory, and the device
+    transforms (float32, Normalize, ChannelsLast) run after them on that
+    memory: mapped back to 0..255 each crop agrees with decode="cpu"'s
+    (PSNR >= 35 dB), the CPU path's samples exactly; every GPU crop was
+    written in place."""
+    root = _folder(tmp_path)
+    recipe = [T.ConvertImageDtype(torch.float32), T.Normalize(MEAN, STD), T.ChannelsLast()]
+    want, _ = _epoch(root, "cpu", True, recipe)
+    got, report = _epoch(root, "gpu", True, recipe)
+    mean = np.array(MEAN, np.float32).reshape(3, 1, 1)
+    std = np.array(STD, np.float32).reshape(3, 1, 1)
+    k = 0
+    for (gx, gy), (wx, wy) in zip(got, want):
+        assert gx.shape == wx.shape and gx.shape[1:] == (3, 224, 224)
+        assert np.array_equal(gy, wy)
+        for g, w in zip(gx, wx):
+            if k >= N_BASE:
+                assert np.array_equal(g, w)
+            else:
+                p = _psnr((g * std + mean) * 255, (w * std + mean) * 255)
+                assert p >= 35, (k, p)
+            k += 1
+    assert k == N_BASE + 2
+    t = report["timings"]
+    assert t["decode_gpu_images"] == N_BASE and t["decode_gpu_in_place"] == N_BASE

@@ -63,15 +63,6 @@ typedef struct pl_bufmem {
   uint64_t host_id;
 } pl_bufmem;
 
-/* One copy into a batch buffer: `len` bytes from `src` (dataset memory in
- * plan.regions, or the memory fill_begin handed out) to m->data + dst_off.
- * A span whose src is m->data + dst_off is already in place. */
-typedef struct pl_span {
-  const void *src;
-  uint64_t dst_off;
-  uint64_t len;
-} pl_span;
-
 enum { PL_SPANS_FIRST = 1, PL_SPANS_LAST = 2 };
 
 /* Whether copy i lies inside the batch buffer: every backend's submit
@@ -122,6 +113,14 @@ typedef struct pl_backend_vt {
   pl_status (*submit)(pl_backend *be, pl_bufmem *m, const pl_span *spans,
                       int n, int flags, pl_error *err);
   void (*fill_abort)(pl_backend *be, pl_bufmem *m);
+  /* Optional (a device backend; NULL elsewhere): for a reader that writes
+   * samples in m->data itself (pl_device_dst, data/dataset.h), the device
+   * m->data is on and the events (cudaEvent_t) its stream must wait for
+   * before writing: the consumer's last use of the buffer and the last
+   * transform that read it. Worker thread, after fill_begin and before the
+   * batch's first submit; the writes are complete before that submit. */
+  pl_status (*device_dst)(pl_backend *be, pl_bufmem *m, int *device,
+                          void **events, pl_error *err);
   pl_status (*deliver)(pl_backend *be, pl_bufmem *m, pl_error *err);
   pl_status (*wait_stream)(pl_backend *be, pl_bufmem *m, void *stream,
                            pl_error *err);

@@ -227,6 +227,46 @@ static pl_status plan_direct(pl_copy_plan *p, const pl_backend_caps *caps,
   return PL_OK;
 }
 
+/* ------------------------------------------------------------ device writes */
+
+/* A reader that writes fields on the device: a WHOLE plan copies the runs
+ * it left in staging, at most one per sample of each field. */
+static void plan_device_writes(pl_copy_plan *p, const pl_backend_caps *caps,
+                               const pl_plan_request *req) {
+  if (!req->device_writes || !caps->stages || !caps->spans ||
+      p->mode != PL_PLAN_WHOLE)
+    return;
+  p->device_writes = 1;
+  p->max_spans = PL_MAX((uint64_t)p->nfields * p->batch_size, 1);
+}
+
+static int written_at(const uint8_t *written, uint32_t i, int f) {
+  return written && f < 8 && (written[i] >> f & 1);
+}
+
+int pl_copy_plan_spans_except(const pl_copy_plan *p, const uint8_t *written,
+                              uint32_t n, const void *host, pl_span *out) {
+  int k = 0;
+  for (int f = 0; f < p->nfields; f++) {
+    const pl_field_plan *fp = &p->fields[f];
+    for (uint32_t i = 0; fp->bytes && i < n;) {
+      if (written_at(written, i, f)) {
+        i++;
+        continue;
+      }
+      uint32_t i0 = i;
+      while (i < n && !written_at(written, i, f))
+        i++;
+      uint64_t off = fp->batch_off + (uint64_t)i0 * fp->bytes;
+      assert((uint64_t)k < p->max_spans);
+      out[k++] = (pl_span){(const uint8_t *)host + fp->stage_off +
+                               (uint64_t)i0 * fp->bytes,
+                           off, (uint64_t)(i - i0) * fp->bytes};
+    }
+  }
+  return k;
+}
+
 /* ------------------------------------------------------------ the plan */
 
 pl_status pl_copy_plan_make(const pl_backend_caps *caps,
@@ -249,6 +289,7 @@ pl_status pl_copy_plan_make(const pl_backend_caps *caps,
     pl_copy_plan_free(out);
     return s;
   }
+  plan_device_writes(out, caps, req);
   assert(out->max_spans >= 1);
   assert(out->stage_bytes <= out->batch_bytes);
   assert(out->mode != PL_PLAN_DIRECT || out->region_bytes <= out->pinned_budget);

@@ -37,7 +37,14 @@
  * with chunking and direct mode refused (the loader asks copy_chunk_bytes
  * = UINT64_MAX, direct_copy = 0) and shared_memory set: the pages workers
  * write come from a memfd (host_pages.h), whose fd fill_begin hands out in
- * pl_bufmem.host_fd. */
+ * pl_bufmem.host_fd.
+ *
+ * Device writes. A whole-batch reader may write some samples' fields in
+ * the batch's device memory itself (the image source's GPU decode: its
+ * crops; data/dataset.h, pl_device_dst). The request says it may
+ * (device_writes); a WHOLE plan of a staging backend that takes spans then
+ * copies each batch as the runs of samples the reader left in staging,
+ * field by field (pl_copy_plan_spans_except), with room for them. */
 #ifndef PL_COPY_PLAN_H
 #define PL_COPY_PLAN_H
 
@@ -83,6 +90,8 @@ typedef struct pl_plan_request {
    * transforms' random draws, data/transform.h): planned as one more
    * field, index ds->nfields, never direct. 0: none. */
   uint64_t extra_sample_bytes;
+  int device_writes; /* the dataset may write fields on the device itself
+                        (read_batch_device) */
 } pl_plan_request;
 
 typedef struct pl_field_plan {
@@ -119,7 +128,19 @@ typedef struct pl_copy_plan {
    * a memfd mapped shared (pl_bufmem.host_fd), for a dataset whose batches
    * another process writes (pl_dataset_from_batch_callback). */
   int shared_memory;
+  /* WHOLE, staging with spans, and the request's device_writes: batches
+   * are copied as pl_copy_plan_spans_except says (max_spans holds them). */
+  int device_writes;
 } pl_copy_plan;
+
+/* One copy into a batch buffer: `len` bytes from `src` (dataset memory in
+ * plan.regions, or the memory fill_begin handed out) to m->data + dst_off.
+ * A span whose src is m->data + dst_off is already in place. */
+typedef struct pl_span {
+  const void *src;
+  uint64_t dst_off;
+  uint64_t len;
+} pl_span;
 
 /* Fills *out (overwritten; release it with pl_copy_plan_free). Fails only
  * for want of memory (PL_NO_MEMORY); a direct mode that cannot be had is a
@@ -127,6 +148,15 @@ typedef struct pl_copy_plan {
 pl_status pl_copy_plan_make(const pl_backend_caps *caps,
                             const pl_plan_request *req, pl_copy_plan *out,
                             pl_error *err);
+/* A device_writes plan's copies of a batch of n samples gathered at
+ * `host` (staging laid out as the batch), of which the reader wrote some
+ * fields on the device (bit f of written[i]: field f of sample i, f < 8;
+ * NULL: none): one span per run of samples of a field left in staging,
+ * fields in order, runs in sample order. Returns how many (<= max_spans;
+ * 0 when the reader wrote everything). */
+int pl_copy_plan_spans_except(const pl_copy_plan *p, const uint8_t *written,
+                              uint32_t n, const void *host, pl_span *out);
+
 /* Frees what the plan holds; it may then be made again. NULL-safe. */
 void pl_copy_plan_free(pl_copy_plan *p);
 

@@ -49,6 +49,24 @@ typedef struct pl_sample_ctx {
                            NULL) */
 } pl_sample_ctx;
 
+/* A batch's device memory, for a whole-batch reader that writes some
+ * samples there itself (the image source's GPU decode writes its crops
+ * with the GPU): a loader gives it (read_batch_device) when its batches
+ * live on a CUDA device. Field f of sample i lies at base[f] + i *
+ * field_bytes[f] on `device` (base[f] NULL: not offered). The reader sets
+ * bit f of written[i] (f < 8; the loader zeroes them) for each field it
+ * wrote there, and the loader copies only the rest from the staging
+ * memory dst hands out. Its device writes wait for `events`
+ * (cudaEvent_t, NULL: none; the buffer's last readers) and are complete
+ * when read_batch_device returns. */
+#define PL_DEVICE_WAITS 2
+typedef struct pl_device_dst {
+  int device;
+  void *const *base;
+  void *events[PL_DEVICE_WAITS];
+  uint8_t *written;
+} pl_device_dst;
+
 typedef struct pl_dataset_vt {
   const char *kind; /* "callback", "idx", "cifar10", "records", ... */
   /* index < length is guaranteed by the caller. On failure the message
@@ -71,6 +89,14 @@ typedef struct pl_dataset_vt {
   pl_status (*read_batch)(const pl_dataset *ds, const uint64_t *indices,
                           uint32_t n, const pl_batch_info *info,
                           const pl_batch_dst *dst, pl_error *err);
+  /* May be NULL (then read_batch is NULL or takes no device memory): the
+   * same call with the batch's device memory (pl_device_dst; NULL: none,
+   * as read_batch). */
+  pl_status (*read_batch_device)(const pl_dataset *ds,
+                                 const uint64_t *indices, uint32_t n,
+                                 const pl_batch_info *info,
+                                 const pl_batch_dst *dst,
+                                 const pl_device_dst *dev, pl_error *err);
   /* May be NULL: nonzero when read_batch needs batch memory that another
    * process can map (a memfd: PL_BATCH_SHARED_MEMORY). */
   int (*shared_memory)(const pl_dataset *ds);

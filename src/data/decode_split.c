@@ -98,6 +98,10 @@ void pl_split_count_warming(pl_decode_split *s, uint32_t n) {
   atomic_fetch_add_explicit(&s->gpu_warming, n, memory_order_relaxed);
 }
 
+void pl_split_count_in_place(pl_decode_split *s, uint32_t n) {
+  atomic_fetch_add_explicit(&s->in_place, n, memory_order_relaxed);
+}
+
 void pl_split_turn_off(pl_decode_split *s, const char *why) {
   if (atomic_exchange_explicit(&s->why_taken, 1, memory_order_relaxed))
     return;
@@ -112,6 +116,7 @@ void pl_split_counts(pl_decode_split *s, pl_decode_counts *out) {
   out->gpu_failed = atomic_load_explicit(&s->gpu_failed, memory_order_relaxed);
   out->gpu_warming =
       atomic_load_explicit(&s->gpu_warming, memory_order_relaxed);
+  out->in_place = atomic_load_explicit(&s->in_place, memory_order_relaxed);
   out->cpu_s =
       atomic_load_explicit(&s->cpu_ns, memory_order_relaxed) / 1e9;
   out->gpu_s =

@@ -52,6 +52,8 @@ typedef struct pl_decode_counts {
   uint64_t gpu_failed;  /* given to the GPU, refused, decoded on the CPU */
   uint64_t gpu_warming; /* given to the GPU while it was starting (auto):
                            decoded on the CPU as its share */
+  uint64_t in_place;    /* of gpu_images, written by the GPU straight into
+                           the batch's device memory (pl_device_dst) */
   double cpu_s;         /* CPU-path seconds (summed over workers) */
   double gpu_s;         /* GPU calls' seconds, begin to finish (summed) */
   double gpu_begin_s;   /* of which in begin, the worker held (nvJPEG's
@@ -71,7 +73,7 @@ typedef struct pl_decode_split {
   atomic_int off, why_taken;
   char why[256]; /* written once, by who took why_taken, before off */
   atomic_uint_fast64_t cpu_images, gpu_images, not_gpu, gpu_failed;
-  atomic_uint_fast64_t gpu_warming;
+  atomic_uint_fast64_t gpu_warming, in_place;
   atomic_uint_fast64_t cpu_ns, gpu_ns, begin_ns, ahead;
 } pl_decode_split;
 
@@ -99,6 +101,7 @@ int pl_split_ahead(uint32_t ready_ahead, uint32_t depth,
 void pl_split_count_not_gpu(pl_decode_split *s, uint32_t n);
 void pl_split_count_failed(pl_decode_split *s, uint32_t n);
 void pl_split_count_warming(pl_decode_split *s, uint32_t n);
+void pl_split_count_in_place(pl_decode_split *s, uint32_t n);
 /* A decoder error: the GPU path is off for good (the first message is
  * kept for the report). */
 void pl_split_turn_off(pl_decode_split *s, const char *why);

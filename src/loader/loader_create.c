@@ -56,6 +56,7 @@ static pl_plan_request plan_request(const pl_core *c) {
       .extra_sample_bytes = c->layout.xf ? (uint64_t)c->layout.xf->nparams *
                                                sizeof(pl_xform_params)
                                          : 0,
+      .device_writes = c->ds->vt->read_batch_device != NULL,
   };
 }
 

@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Whole batches this large are written with streaming stores
  * (memcopy.h): a few of them in flight no longer fit in any last-level
@@ -201,10 +202,48 @@ static void dst_queued(const pl_batch_dst *dst) {
   pass_turn(b->core, b);
 }
 
+/* Device writes (copy_plan.h): the batch's device memory for a reader
+ * that writes fields there itself, when the plan and the backend allow;
+ * 0 otherwise (the reader writes staging alone). */
+static int device_dst(pl_core *c, pl_batch *b, void **base,
+                      pl_device_dst *dev) {
+  const pl_copy_plan *p = &c->layout.copy;
+  const pl_backend_vt *bv = c->be->vt;
+  pl_error e;
+  if (!p->device_writes || !bv->device_dst || b->mem.host_fd >= 0 ||
+      bv->device_dst(c->be, &b->mem, &dev->device, dev->events, &e) != PL_OK)
+    return 0; /* (an error here: the reader writes staging) */
+  for (int f = 0; f < c->ds->nfields; f++) /* staging laid out as the batch */
+    base[f] = (uint8_t *)b->mem.data + p->fields[f].stage_off;
+  dev->base = base;
+  dev->written = b->written;
+  memset(b->written, 0, b->size);
+  return 1;
+}
+
+/* The batch's copies: one span, or with fields the reader wrote on the
+ * device, the runs of samples it left in staging. */
+static pl_status submit_batch(pl_core *c, pl_batch *b, int device) {
+  const pl_copy_plan *p = &c->layout.copy;
+  int n = 1;
+  int any = 0;
+  for (uint32_t i = 0; device && i < b->size; i++)
+    any |= b->written[i];
+  if (any)
+    n = pl_copy_plan_spans_except(p, b->written, b->size, b->mem.host,
+                                  b->spans);
+  else
+    b->spans[0] = (pl_span){b->mem.host, 0, p->batch_bytes};
+  return c->be->vt->submit(c->be, &b->mem, b->spans, n,
+                           PL_SPANS_FIRST | PL_SPANS_LAST, &b->err);
+}
+
 /* pyworkers: a whole-batch dataset (source_batch_callback.c) writes the
  * batch in one call, at the plan's offsets of the memory fill_begin hands
  * out (the batch itself on the CPU, a staging buffer for CUDA: WHOLE plan,
- * staging laid out as the batch), then it is submitted as one span. */
+ * staging laid out as the batch), then it is submitted as one span. The
+ * image source's GPU view may write its crops in the batch's device
+ * memory (device_dst), and only the rest is copied. */
 static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
   const pl_backend_vt *bv = c->be->vt;
   const pl_copy_plan *p = &c->layout.copy;
@@ -217,13 +256,18 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
       pass_turn(c, b);
     return s;
   }
-  void *base[64];
+  void *base[64], *dbase[64];
   uint64_t off[64];
   int nf = p->nfields;
   void **bp = nf <= 64 ? base : pl_malloc((size_t)nf * sizeof *bp);
   uint64_t *op = nf <= 64 ? off : pl_malloc((size_t)nf * sizeof *op);
-  if (!bp || !op)
+  void **dp = nf <= 64 ? dbase : pl_malloc((size_t)nf * sizeof *dp);
+  pl_device_dst dev;
+  int device = 0;
+  if (!bp || !op || !dp)
     s = pl_errorf(&b->err, PL_NO_MEMORY, "out of memory");
+  else
+    device = device_dst(c, b, dp, &dev);
   for (int f = 0; s == PL_OK && f < nf; f++) {
     op[f] = p->fields[f].stage_off;
     bp[f] = (uint8_t *)b->mem.host + op[f];
@@ -255,8 +299,10 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
       atomic_store_explicit(&b->cur_t0, pl_now(), memory_order_release);
     }
     double t_read = pl_stage_now(&c->tm); /* the read stage, for report */
-    s = c->ds->vt->read_batch(c->ds, b->sample_idx, b->size, &info, &dst,
-                              &b->err);
+    s = device ? c->ds->vt->read_batch_device(c->ds, b->sample_idx, b->size,
+                                              &info, &dst, &dev, &b->err)
+               : c->ds->vt->read_batch(c->ds, b->sample_idx, b->size, &info,
+                                       &dst, &b->err);
     if (t_read > 0)
       b->read_ns += (uint64_t)((pl_now() - t_read) * 1e9);
     if (timed)
@@ -270,13 +316,13 @@ static pl_status fill_by_batch(pl_core *c, pl_batch *b) {
     free(bp);
   if (op != off)
     free(op);
+  if (dp != dbase)
+    free(dp);
   if (s != PL_OK) {
     bv->fill_abort(c->be, &b->mem);
     return s;
   }
-  b->spans[0] = (pl_span){b->mem.host, 0, p->batch_bytes};
-  return bv->submit(c->be, &b->mem, b->spans, 1,
-                    PL_SPANS_FIRST | PL_SPANS_LAST, &b->err);
+  return submit_batch(c, b, device);
 }
 
 /* One span per field of samples [i0, i1), gathered at host. */

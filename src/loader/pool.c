@@ -36,6 +36,7 @@ void pl_pool_slot_free(pl_core *c, pl_batch *b) {
     c->be->vt->buf_free(c->be, &b->mem);
   pl_order_unref(b->order);
   free(b->spans);
+  free(b->written);
   free(b->sample_idx);
   free(b);
 }
@@ -46,9 +47,13 @@ pl_status pl_pool_slot_new(pl_core *c, pl_batch **out, pl_error *err) {
     b->sample_idx = pl_calloc(c->cfg.batch_size, sizeof *b->sample_idx);
   if (b && b->sample_idx)
     b->spans = pl_calloc((size_t)c->layout.copy.max_spans, sizeof *b->spans);
-  if (!b || !b->sample_idx || !b->spans) {
+  if (b && b->spans && c->layout.copy.device_writes)
+    b->written = pl_calloc(c->cfg.batch_size, 1);
+  if (!b || !b->sample_idx || !b->spans ||
+      (c->layout.copy.device_writes && !b->written)) {
     if (b) {
       free(b->spans);
+      free(b->written);
       free(b->sample_idx);
     }
     free(b);
@@ -60,6 +65,7 @@ pl_status pl_pool_slot_new(pl_core *c, pl_batch **out, pl_error *err) {
   pl_status s = c->be->vt->buf_alloc(c->be, &b->mem, err);
   if (s != PL_OK) {
     free(b->spans);
+    free(b->written);
     free(b->sample_idx);
     free(b);
     return s;

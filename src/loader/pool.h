@@ -35,6 +35,8 @@ struct pl_batch {
   uint32_t size;
   uint64_t *sample_idx; /* batch_size entries */
   pl_span *spans;       /* plan.max_spans entries */
+  uint8_t *written;     /* plan.device_writes: batch_size flags, the fields
+                           the reader wrote on the device (pl_device_dst) */
   pl_error err;
   /* Stall detection: the sample being read and since when (timeout_s). */
   _Atomic uint64_t cur_sample;

@@ -257,7 +257,8 @@ static void decode_line(const pl_report_in *in, pl_analysis *a) {
                         ? (double)t->decode_gpu_images / t->decode_gpu_s
                         : 0;
   add(a, "decode",
-      "%.0f%% of images decoded on the GPU%s (%llu GPU, %llu CPU; share of "
+      "%.0f%% of images decoded on the GPU%s (%llu GPU, %llu of them "
+      "written in the batch's device memory; %llu CPU; share of "
       "GPU-able JPEGs now %.0f%%; %.4g images/s per worker on the CPU path, "
       "%.4g per call on the GPU path, %.0f%% of its time in the call that "
       "queues it, the worker held; %llu batches leaned to the CPU, the "
@@ -266,6 +267,7 @@ static void decode_line(const pl_report_in *in, pl_analysis *a) {
       pct((double)t->decode_gpu_images / (double)all),
       t->decode_gpu ? "" : ", now off after a GPU error",
       (unsigned long long)t->decode_gpu_images,
+      (unsigned long long)t->decode_gpu_in_place,
       (unsigned long long)t->decode_cpu_images, pct(t->decode_gpu_share),
       cpu_rate, gpu_rate,
       pct(t->decode_gpu_s > 0 ? t->decode_gpu_begin_s / t->decode_gpu_s : 0),
@@ -405,6 +407,7 @@ static void format_json(const pl_report_in *in, const pl_analysis *a,
       {"decode_gpu_s", t->decode_gpu_s},
       {"decode_gpu_share", t->decode_gpu_share},
       {"decode_gpu_warming", (double)t->decode_gpu_warming},
+      {"decode_gpu_in_place", (double)t->decode_gpu_in_place},
       {"decode_gpu_begin_s", t->decode_gpu_begin_s},
       {"decode_ahead_batches", (double)t->decode_ahead_batches},
   };

@@ -100,6 +100,7 @@ static void decode_timings(pl_core *c, pl_loader_timings *t) {
   t->decode_gpu_s = d.gpu_s;
   t->decode_gpu_share = d.share;
   t->decode_gpu_warming = d.gpu_warming;
+  t->decode_gpu_in_place = d.in_place;
   t->decode_gpu_begin_s = d.gpu_begin_s;
   t->decode_ahead_batches = d.ahead;
 }

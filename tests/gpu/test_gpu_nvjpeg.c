@@ -6,7 +6,11 @@
  * CenterCrop) mode; the images the GPU path does not take (progressive,
  * CMYK, PNG, a cut file) come back byte for byte the CPU's and are
  * counted; decode=auto through the loader's own setup opens nvJPEG and
- * splits; the warm-up of nvJPEG in the background (decode=auto's start):
+ * splits; a CUDA loader's GPU crops are written in the batch's device
+ * memory (counted, and the bytes copied are exactly the rest); JPEGs
+ * nvJPEG refuses in a batch (no quantization or no Huffman tables, which
+ * the header probe does not read) fail alone, the rest of their batch
+ * decoded on the GPU; the warm-up of nvJPEG in the background (decode=auto's start):
  * held, auto decodes every image on the CPU, exactly, and counts them;
  * let go, a call that waits is served and the loader's GPU path joins.
  * Exits 77 (skip) without CUDA, a usable GPU, the codecs, or
@@ -92,10 +96,12 @@ static pl_dataset *open_folder(const char *root, int train) {
 }
 
 /* One epoch (seed 7, epoch 1) of `ds` on `dev`, every sample compared
- * with the CPU path's read of `plain`. Returns the lowest PSNR of the
- * GPU's images; *t the loader's timings. */
-static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
-                  int decode, pl_loader_timings *t) {
+ * with the CPU path's read of `plain`: exactly for those of exact[] (NULL:
+ * index NBASE and on), else PSNR >= MIN_PSNR. Returns the lowest PSNR;
+ * *t the loader's timings, *st its stats (NULL: not wanted). */
+static double run_ex(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
+                     int decode, const uint8_t *exact, pl_loader_timings *t,
+                     pl_loader_stats *st) {
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);
   cfg.batch_size = 16;
@@ -112,11 +118,11 @@ static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
   CHECK_OK(pl_loader_create(ds, &cfg, &ld, &err), &err);
   uint64_t n_all = pl_dataset_length(ds), nb = (n_all + 15) / 16;
   uint64_t order[NALL], starts[NALL / 16 + 2];
-  CHECK(n_all == NALL);
-  for (uint64_t k = 0; k < NALL; k++)
+  CHECK(n_all <= NALL);
+  for (uint64_t k = 0; k < n_all; k++)
     order[k] = k;
   for (uint64_t k = 0; k <= nb; k++)
-    starts[k] = k * 16 < NALL ? k * 16 : NALL;
+    starts[k] = k * 16 < n_all ? k * 16 : n_all;
   if (ld)
     CHECK_OK(pl_loader_set_order(ld, 1, order, starts, nb, &err), &err);
   double worst = INFINITY;
@@ -134,7 +140,7 @@ static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
       pl_sample_ctx ctx = {7, 1, NULL};
       CHECK_OK(pl_dataset_read_sample(plain, idx, &ctx, dst, &err), &err);
       const uint8_t *g = got + (size_t)i * IMG;
-      if (idx >= NBASE) {
+      if (exact ? exact[idx] : idx >= NBASE) {
         CHECK(memcmp(g, want, IMG) == 0); /* the CPU path's own bytes */
         continue;
       }
@@ -148,8 +154,15 @@ static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
     pl_batch_release(b, NULL);
   }
   pl_loader_timings_get(ld, t, sizeof *t);
+  if (st)
+    pl_loader_stats_get(ld, st);
   pl_loader_destroy(ld);
   return worst;
+}
+
+static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
+                  int decode, pl_loader_timings *t) {
+  return run_ex(plain, ds, dev, decode, NULL, t, NULL);
 }
 
 static void gpu_mode(const char *root, int train, pl_device_kind dev,
@@ -161,12 +174,22 @@ static void gpu_mode(const char *root, int train, pl_device_kind dev,
   pl_dataset *view = NULL;
   CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
   pl_loader_timings t;
-  double worst = run(plain, view, dev, PL_DECODE_CPU, &t);
+  pl_loader_stats st;
+  double worst = run_ex(plain, view, dev, PL_DECODE_CPU, NULL, &t, &st);
   printf("test_gpu_nvjpeg: %s on %s: lowest PSNR %.2f dB over %d GPU crops "
-         "(%s)\n",
+         "(%s), %llu of them written in the batch's device memory, %llu "
+         "bytes copied\n",
          what, dev == PL_DEVICE_CUDA ? "cuda" : "cpu", worst, NBASE,
-         dec->name);
+         dec->name, (unsigned long long)t.decode_gpu_in_place,
+         (unsigned long long)st.bytes_copied);
   CHECK_EQ_U64(t.decode_gpu, 1);
+  /* On the GPU's device, its crops are written in place: the copies are
+   * every sample's label and crop field and the CPU's 4 images, exactly
+   * (every batch held a GPU crop, so none was one whole span). */
+  CHECK_EQ_U64(t.decode_gpu_in_place, dev == PL_DEVICE_CUDA ? NBASE : 0);
+  if (dev == PL_DEVICE_CUDA)
+    CHECK_EQ_U64(st.bytes_copied,
+                 NALL * pl_dataset_sample_bytes(plain) - (uint64_t)NBASE * IMG);
   CHECK_EQ_U64(t.decode_gpu_images, NBASE);
   CHECK_EQ_U64(t.decode_not_gpu, 4); /* progressive, CMYK, PNG, cut */
   CHECK_EQ_U64(t.decode_gpu_failed, 0);
@@ -227,11 +250,11 @@ static void decode_waiting(pl_gpu_decoder *dec, const char *root) {
   uint8_t *dst = calloc(1, IMG);
   double w = info.width, h = info.height;
   pl_gpu_job job = {data, len, info.width, info.height, 0, 0, info.width,
-                    info.height, 0, 0, w, h, 0, dst, 0};
+                    info.height, 0, 0, w, h, 0, dst, NULL, 0};
   void *ticket = NULL;
   double done_at = 0;
   pl_error err;
-  CHECK_OK(dec->begin(dec, &job, 1, SIZE, 1, &ticket, &err), &err);
+  CHECK_OK(dec->begin(dec, &job, 1, SIZE, 1, NULL, &ticket, &err), &err);
   CHECK(ticket != NULL);
   if (ticket)
     CHECK_OK(dec->finish(dec, ticket, &done_at, &err), &err);
@@ -286,6 +309,109 @@ static void warm_up(const char *root) {
   pl_dataset_destroy(plain);
 }
 
+/* `src` (a JPEG) written to `dst` without its segments of `marker` (DQT
+ * 0xDB, DHT 0xC4) before the scan. */
+static void drop_segments(const char *src, const char *dst, uint8_t marker) {
+  size_t n = 0;
+  uint8_t *b = fx_read_file(src, &n), *o = malloc(n);
+  CHECK(b && o && n > 4);
+  size_t i = 2, k = 2;
+  memcpy(o, b, 2); /* SOI */
+  while (b && o && i + 4 <= n && b[i] == 0xFF && b[i + 1] != 0xDA) {
+    size_t len = 2 + ((size_t)b[i + 2] << 8 | b[i + 3]);
+    if (b[i + 1] != marker) {
+      memcpy(o + k, b + i, len);
+      k += len;
+    }
+    i += len;
+  }
+  if (b && o) {
+    memcpy(o + k, b + i, n - i); /* SOS, the scan, EOI */
+    k += n - i;
+    CHECK(k < n && pl_test_write_file(dst, o, k) == 0);
+  }
+  free(b), free(o);
+}
+
+/* Whether nvJPEG refuses file `path` decoded alone. */
+static int refused_alone(pl_gpu_decoder *dec, const char *path) {
+  size_t len = 0;
+  uint8_t *data = fx_read_file(path, &len);
+  CHECK(data != NULL);
+  pl_jpeg_info info;
+  pl_jpeg_probe(data, len, &info);
+  CHECK(pl_jpeg_gpu_ok(&info)); /* the probe cannot tell */
+  uint8_t *dst = calloc(1, IMG);
+  double w = info.width, h = info.height;
+  pl_gpu_job job = {data, len, info.width, info.height, 0, 0, info.width,
+                    info.height, 0, 0, w, h, 0, dst, NULL, 0};
+  void *ticket = NULL;
+  double done_at = 0;
+  pl_error err;
+  CHECK_OK(dec->begin(dec, &job, 1, SIZE, 1, NULL, &ticket, &err), &err);
+  if (ticket)
+    CHECK_OK(dec->finish(dec, ticket, &done_at, &err), &err);
+  free(dst), free(data);
+  return job.failed;
+}
+
+#define NREF 28 /* the refusal folder: 26 baseline JPEGs and 2 altered */
+#define ALT_A 5  /* no DQT: libjpeg fails too (on_error=skip replaces it) */
+#define ALT_B 19 /* no DHT: libjpeg takes the standard tables */
+
+/* A JPEG nvJPEG refuses fails alone: the others of its batch (16) are
+ * decoded on the GPU, and only the refused count as refused. Each altered
+ * file is first decoded alone to learn whether nvJPEG takes it; one at
+ * least must be refused (else nothing here is tested). */
+static void refusals(void) {
+  static char root[512];
+  char dir[600], p[700], tmp[700];
+  snprintf(root, sizeof root, "%s", pl_test_path("nvj_refuse"));
+  CHECK(mkdir(root, 0755) == 0);
+  snprintf(dir, sizeof dir, "%s/c0", root);
+  CHECK(mkdir(dir, 0755) == 0);
+  snprintf(tmp, sizeof tmp, "%s/whole.jpg", root);
+  for (uint32_t i = 0; i < NREF; i++) {
+    uint32_t w = 400 + (i * 53) % 241, h = 300 + (i * 37) % 181;
+    snprintf(p, sizeof p, "%s/i%02u.jpg", dir, i);
+    int alt = i == ALT_A || i == ALT_B;
+    fx_write_jpeg(alt ? tmp : p, i, w, h, FX_JPEG_BASELINE);
+    if (alt)
+      drop_segments(tmp, p, i == ALT_A ? 0xDB : 0xC4);
+  }
+  pl_gpu_decoder *dec = NULL;
+  pl_error err;
+  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  if (!dec)
+    return;
+  uint8_t exact[NREF] = {0};
+  int refused = 0;
+  for (int a = 0; a < 2; a++) {
+    int i = a ? ALT_B : ALT_A;
+    snprintf(p, sizeof p, "%s/i%02d.jpg", dir, i);
+    exact[i] = (uint8_t)refused_alone(dec, p); /* refused: the CPU's bytes */
+    refused += exact[i];
+    printf("test_gpu_nvjpeg: a JPEG without %s: %s by nvJPEG alone\n",
+           a ? "Huffman tables" : "quantization tables",
+           exact[i] ? "refused" : "decoded");
+  }
+  CHECK(refused >= 1);
+  pl_dataset *plain = open_folder(root, 1), *view = NULL;
+  CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
+  pl_loader_timings t;
+  double worst = run_ex(plain, view, PL_DEVICE_CUDA, PL_DECODE_CPU, exact, &t,
+                        NULL);
+  printf("test_gpu_nvjpeg: %d refused in batches of 16: %llu GPU images, "
+         "%llu refused, lowest PSNR %.2f dB\n",
+         refused, (unsigned long long)t.decode_gpu_images,
+         (unsigned long long)t.decode_gpu_failed, worst);
+  CHECK_EQ_U64(t.decode_gpu_failed, refused);
+  CHECK_EQ_U64(t.decode_gpu_images, NREF - refused);
+  CHECK_EQ_U64(t.decode_not_gpu, 0);
+  pl_dataset_destroy(view);
+  pl_dataset_destroy(plain);
+}
+
 int main(void) {
   if (pl_cuda_device_count() < 1) {
     printf("test_gpu_nvjpeg: no usable GPU, skipped\n");
@@ -305,6 +431,7 @@ int main(void) {
   gpu_mode(root, 1, PL_DEVICE_CUDA, "train crops + flips");
   gpu_mode(root, 0, PL_DEVICE_CUDA, "eval resize + center crop");
   auto_mode(root);
+  refusals();
   warm_up(root);
   return pl_test_finish("test_gpu_nvjpeg");
 }

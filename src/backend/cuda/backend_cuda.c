@@ -65,6 +65,7 @@ static const pl_backend_vt cuda_vt = {
     .fill_begin = pl_cuda_fill_begin,
     .submit = pl_cuda_submit,
     .fill_abort = pl_cuda_fill_abort,
+    .device_dst = pl_cuda_device_dst,
     .deliver = pl_cuda_deliver,
     .wait_stream = pl_cuda_wait_stream,
     .wait_host = pl_cuda_wait_host,

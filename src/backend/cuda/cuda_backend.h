@@ -5,7 +5,8 @@
  *   backend_cuda.c  create / destroy / stats, the caps, the vtable
  *   consumer.c      deliver, wait_stream, wait_host, release, read_back,
  *                   sync
- *   submit.c        fill_begin, submit, fill_abort: the worker side, and the
+ *   submit.c        fill_begin, submit, fill_abort, device_dst: the worker
+ *                   side, and the
  *                   copies themselves (one copy, a cudaMemcpyBatchAsync, or
  *                   a loop where the driver lacks it), and their timing
  *   buffers.c       batch buffers: device memory, their events, and the
@@ -23,6 +24,10 @@
  *   consumer: deliver (sync mode: wait done) / wait_stream (its stream
  *             waits done) / release (records buf.released on its stream)
  *   worker:   fill_begin takes a staging buffer whose stage.done completed
+ *   reader:   device_dst (a reader that writes m->data itself, such as the
+ *             GPU decode's crops): its stream waits buf.released and
+ *             buf.done (the last transform read the staged bytes), and
+ *             its writes end before the batch's first submit
  *
  * Per-buffer state (cuda_buf) is ordered by the loader, which never runs
  * two calls on one buffer at once except wait_host / read_back / stats,
@@ -105,6 +110,8 @@ pl_status pl_cuda_fill_begin(pl_backend *b, pl_bufmem *m, pl_error *err);
 pl_status pl_cuda_submit(pl_backend *b, pl_bufmem *m, const pl_span *sp,
                          int n, int flags, pl_error *err);
 void pl_cuda_fill_abort(pl_backend *b, pl_bufmem *m);
+pl_status pl_cuda_device_dst(pl_backend *b, pl_bufmem *m, int *device,
+                             void **events, pl_error *err);
 
 /* consumer.c */
 pl_status pl_cuda_deliver(pl_backend *b, pl_bufmem *m, pl_error *err);

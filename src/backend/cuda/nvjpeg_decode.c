@@ -2,7 +2,14 @@
  * batched decode of each image's region (ROI decode where nvJPEG takes
  * it, else the whole image), the resize and flip of image_crop.cu, and
  * the crops' copies into the caller's host memory, all on a stream of the
- * call's own context, run by that context's thread.
+ * call's own context, run by that context's thread. A crop bound for
+ * device memory (a job's ddst: the batch's own buffer) is written there
+ * by the resize itself, after the call's events: no copy at all.
+ *
+ * A batch nvJPEG refuses (one bad image fails a batched decode whole) is
+ * split in halves, and those that fail again, until each refusal is
+ * alone: only the images nvJPEG refuses on their own go to the CPU, the
+ * rest of the batch stays on the GPU.
  *
  * Why a thread per context: nvJPEG's batched decode with the hardware
  * backend returns only once the images are decoded (measured on the H200:
@@ -58,7 +65,10 @@ typedef struct nvj_ctx {
   uint8_t *via_bounce;
   pl_gpu_job *jobs; /* the call's */
   uint32_t n, size;
-  int failed; /* nvJPEG refused the batch: every job to the CPU */
+  void *waits[PL_DEVICE_WAITS]; /* events before a device write (begin's) */
+  uint8_t *refused; /* n: nvJPEG refused job i on its own (to the CPU) */
+  uint32_t *crop_of; /* the jobs cropped, in order: crop k is job crop_of[k] */
+  uint32_t ncrop;
   /* The context's thread (run_main), under run_mu: posted when begin
    * hands it a call, finished when the call's work is complete (the
    * stream synchronized, bounced crops copied), with its status and, in
@@ -141,7 +151,7 @@ static void ctx_free(nvj_decoder *d, nvj_ctx *c) {
     cudaStreamDestroy(c->stream);
   (void)cudaGetLastError();
   free(c->data), free(c->lens), free(c->img), free(c->hjobs);
-  free(c->params), free(c->via_bounce);
+  free(c->params), free(c->via_bounce), free(c->refused), free(c->crop_of);
   free(c);
 }
 
@@ -239,9 +249,15 @@ static pl_status ctx_reserve(nvj_decoder *d, nvj_ctx *c, uint32_t n,
     if (p)
       c->params = p;
     void *v = p ? realloc(c->via_bounce, n) : NULL;
-    if (!v)
+    if (v)
+      c->via_bounce = v;
+    void *r = v ? realloc(c->refused, n) : NULL;
+    if (r)
+      c->refused = r;
+    void *k = r ? realloc(c->crop_of, n * sizeof *c->crop_of) : NULL;
+    if (!k)
       return pl_errorf(err, PL_NO_MEMORY, "GPU decode: out of memory");
-    c->via_bounce = v;
+    c->crop_of = k;
     cudaFree(c->djobs);
     c->djobs = NULL;
     c->cap = 0;
@@ -283,10 +299,46 @@ static pl_status lay_out(nvj_ctx *c, int roi, pl_error *err) {
   return PL_OK;
 }
 
+/* One batched decode of jobs [lo, hi) as whole images (laid out by
+ * lay_out(c, 0)); *ok: nvJPEG took it. */
+static pl_status decode_whole(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
+                              uint32_t hi, int *ok, pl_error *err) {
+  NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)(hi - lo),
+                                               1, PL_NVJPEG_OUTPUT_RGBI),
+          "nvjpegDecodeBatchedInitialize", err);
+  *ok = d->lib.nvjpegDecodeBatched(d->h, c->state, c->data + lo,
+                                   c->lens + lo, c->img + lo, c->stream) ==
+        PL_NVJPEG_STATUS_SUCCESS;
+  return PL_OK;
+}
+
+/* Jobs [lo, hi), whose batched decode nvJPEG refused: each half decoded
+ * again, and a half refused split again, so that only the images refused
+ * on their own are marked (at most 2 log2(n) calls per such image). */
+static pl_status find_refused(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
+                              uint32_t hi, pl_error *err) {
+  if (hi - lo == 1) {
+    c->refused[lo] = 1;
+    return PL_OK;
+  }
+  uint32_t mid = lo + (hi - lo) / 2, ends[3] = {lo, mid, hi};
+  for (int h = 0; h < 2; h++) {
+    int ok = 0;
+    PL_TRY(decode_whole(d, c, ends[h], ends[h + 1], &ok, err));
+    if (!ok)
+      PL_TRY(find_refused(d, c, ends[h], ends[h + 1], err));
+  }
+  return PL_OK;
+}
+
 /* The batch's decode: ROI first (unless refused before), else whole
- * images. *roi says which happened; c->failed when neither did. */
+ * images; a whole-image batch refused is searched for the images nvJPEG
+ * refuses (find_refused). *roi says which happened. ROI is given up for
+ * good only when the same images decode whole: a refusal of one bad
+ * image is no refusal of ROI decode. */
 static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
                             pl_error *err) {
+  memset(c->refused, 0, c->n);
   *roi = !atomic_load_explicit(&d->no_roi, memory_order_relaxed);
   if (*roi) {
     PL_TRY(lay_out(c, 1, err));
@@ -305,16 +357,13 @@ static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
         PL_NVJPEG_STATUS_SUCCESS)
       return PL_OK;
   }
+  int was_roi = *roi, ok = 0;
   *roi = 0;
   PL_TRY(lay_out(c, 0, err));
-  NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)c->n, 1,
-                                               PL_NVJPEG_OUTPUT_RGBI),
-          "nvjpegDecodeBatchedInitialize", err);
-  pl_nvjpeg_status st = d->lib.nvjpegDecodeBatched(
-      d->h, c->state, c->data, c->lens, c->img, c->stream);
-  if (st != PL_NVJPEG_STATUS_SUCCESS)
-    c->failed = 1; /* an image of the batch, most likely: CPU for all */
-  else if (!atomic_load_explicit(&d->no_roi, memory_order_relaxed))
+  PL_TRY(decode_whole(d, c, 0, c->n, &ok, err));
+  if (!ok)
+    return find_refused(d, c, 0, c->n, err);
+  if (was_roi)
     atomic_store_explicit(&d->no_roi, 1, memory_order_relaxed);
   return PL_OK;
 }
@@ -327,50 +376,69 @@ static int page_locked(const void *p) {
   return rc == cudaSuccess && a.type == cudaMemoryTypeHost;
 }
 
-/* The copies of the crops out: straight into page-locked memory, else
- * through the bounce (finish moves them). The bounce is grown before any
- * copy is queued (nothing of this context is in flight: its last call
- * was finished). */
+/* The copies of the crops bound for host memory: straight into
+ * page-locked memory, else through the bounce (run_call moves them). The
+ * bounce is grown before any copy is queued (nothing of this context is
+ * in flight: its last call was finished). */
 static pl_status copy_out(nvj_ctx *c, size_t plane3, pl_error *err) {
   int any = 0;
-  for (uint32_t i = 0; i < c->n; i++)
-    any |= c->via_bounce[i] = !page_locked(c->jobs[i].dst);
-  if (any && c->bounce_cap < plane3 * c->n) {
+  for (uint32_t k = 0; k < c->ncrop; k++) {
+    const pl_gpu_job *j = &c->jobs[c->crop_of[k]];
+    any |= c->via_bounce[k] = !j->ddst && !page_locked(j->dst);
+  }
+  if (any && c->bounce_cap < plane3 * c->ncrop) {
     cudaFreeHost(c->bounce);
     c->bounce = NULL, c->bounce_cap = 0;
-    CUDA_TRY(cudaMallocHost((void **)&c->bounce, plane3 * c->n), err);
-    c->bounce_cap = plane3 * c->n;
+    CUDA_TRY(cudaMallocHost((void **)&c->bounce, plane3 * c->ncrop), err);
+    c->bounce_cap = plane3 * c->ncrop;
   }
-  for (uint32_t i = 0; i < c->n; i++) {
-    uint8_t *to = c->via_bounce[i] ? c->bounce + plane3 * i : c->jobs[i].dst;
-    CUDA_TRY(cudaMemcpyAsync(to, c->out + plane3 * i, plane3,
+  for (uint32_t k = 0; k < c->ncrop; k++) {
+    const pl_gpu_job *j = &c->jobs[c->crop_of[k]];
+    if (j->ddst)
+      continue; /* the resize wrote it in place */
+    uint8_t *to = c->via_bounce[k] ? c->bounce + plane3 * k : j->dst;
+    CUDA_TRY(cudaMemcpyAsync(to, c->out + plane3 * k, plane3,
                              cudaMemcpyDeviceToHost, c->stream),
              err);
   }
   return PL_OK;
 }
 
-/* The resize jobs and the copies out, after a successful decode. */
+/* The resize jobs of the images decoded (after the call's events, when a
+ * crop goes to device memory) and the copies out of the rest. */
 static pl_status crop_all(nvj_ctx *c, int roi, uint32_t size,
                           pl_error *err) {
   size_t plane3 = (size_t)3 * size * size;
-  PL_TRY(dev_grow(&c->out, &c->out_cap, plane3 * c->n, err));
-  for (uint32_t i = 0; i < c->n; i++) {
+  int device_dst = 0;
+  c->ncrop = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (!c->refused[i])
+      c->crop_of[c->ncrop++] = i;
+  if (c->ncrop == 0)
+    return PL_OK;
+  PL_TRY(dev_grow(&c->out, &c->out_cap, plane3 * c->ncrop, err));
+  for (uint32_t k = 0; k < c->ncrop; k++) {
+    uint32_t i = c->crop_of[k];
     const pl_gpu_job *j = &c->jobs[i];
     double ox = roi ? 0 : j->rx, oy = roi ? 0 : j->ry;
-    c->hjobs[i] = (pl_crop_job){
+    device_dst |= j->ddst != NULL;
+    c->hjobs[k] = (pl_crop_job){
         c->img[i].channel[0], (uint32_t)c->img[i].pitch[0], (int32_t)ox,
         (int32_t)oy, (int32_t)j->rw, (int32_t)j->rh,
         (float)(j->x0 - j->rx), (float)(j->y0 - j->ry),
         (float)(j->x1 - j->rx), (float)(j->y1 - j->ry), j->flip,
-        c->out + plane3 * i};
+        j->ddst ? j->ddst : c->out + plane3 * k};
   }
   /* From pageable memory: returns once hjobs is staged, so it may be
    * rewritten by the next call. */
-  CUDA_TRY(cudaMemcpyAsync(c->djobs, c->hjobs, c->n * sizeof *c->hjobs,
+  CUDA_TRY(cudaMemcpyAsync(c->djobs, c->hjobs, c->ncrop * sizeof *c->hjobs,
                            cudaMemcpyHostToDevice, c->stream),
            err);
-  CUDA_TRY(pl_cuda_crop_batch(c->djobs, c->n, size, c->stream), err);
+  for (int w = 0; device_dst && w < PL_DEVICE_WAITS; w++)
+    if (c->waits[w]) /* the buffer's last readers are done with it */
+      CUDA_TRY(cudaStreamWaitEvent(c->stream, (cudaEvent_t)c->waits[w], 0),
+               err);
+  CUDA_TRY(pl_cuda_crop_batch(c->djobs, c->ncrop, size, c->stream), err);
   return copy_out(c, plane3, err);
 }
 
@@ -378,8 +446,9 @@ static pl_status run_batch(nvj_decoder *d, nvj_ctx *c, uint32_t size,
                            pl_error *err) {
   int roi = 0;
   PL_TRY(ctx_reserve(d, c, c->n, err));
+  c->ncrop = 0;
   PL_TRY(decode_all(d, c, &roi, err));
-  return c->failed ? PL_OK : crop_all(c, roi, size, err);
+  return crop_all(c, roi, size, err);
 }
 
 /* One call, on the context's thread: the decode and crops queued, the
@@ -396,9 +465,9 @@ static pl_status run_call(nvj_ctx *c, pl_error *err) {
   if (rc != cudaSuccess)
     return pl_cuda_fail(err, rc, "cudaStreamSynchronize");
   size_t plane3 = (size_t)3 * c->size * c->size;
-  for (uint32_t i = 0; i < c->n && !c->failed; i++)
-    if (c->via_bounce[i])
-      memcpy(c->jobs[i].dst, c->bounce + plane3 * i, plane3);
+  for (uint32_t k = 0; k < c->ncrop; k++)
+    if (c->via_bounce[k])
+      memcpy(c->jobs[c->crop_of[k]].dst, c->bounce + plane3 * k, plane3);
   return PL_OK;
 }
 
@@ -431,8 +500,8 @@ static void *run_main(void *arg) {
 }
 
 static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
-                           uint32_t size, int wait, void **ticket,
-                           pl_error *err) {
+                           uint32_t size, int wait, void *const *events,
+                           void **ticket, pl_error *err) {
   nvj_decoder *d = (nvj_decoder *)pub;
   int prev;
   *ticket = NULL;
@@ -443,7 +512,9 @@ static pl_status nvj_begin(pl_gpu_decoder *pub, pl_gpu_job *jobs, uint32_t n,
   if (s != PL_OK || !c)
     return s;
   pthread_mutex_lock(&c->run_mu);
-  c->jobs = jobs, c->n = n, c->size = size, c->failed = 0;
+  c->jobs = jobs, c->n = n, c->size = size;
+  for (int w = 0; w < PL_DEVICE_WAITS; w++)
+    c->waits[w] = events ? events[w] : NULL;
   c->posted = 1, c->finished = 0;
   pthread_cond_broadcast(&c->run_cv);
   pthread_mutex_unlock(&c->run_mu);
@@ -464,8 +535,10 @@ static pl_status nvj_finish(pl_gpu_decoder *pub, void *ticket,
   *done_at = c->done_ns / 1e9;
   c->finished = 0;
   pthread_mutex_unlock(&c->run_mu);
+  /* refused was set for every job of this call by its decode_all (or the
+   * call failed before: then all fail, whatever refused holds). */
   for (uint32_t i = 0; i < c->n; i++)
-    c->jobs[i].failed = c->failed || s != PL_OK;
+    c->jobs[i].failed = s != PL_OK || c->refused[i];
   c->jobs = NULL;
   ctx_give(d, c);
   return s;
@@ -659,6 +732,7 @@ pl_status pl_nvjpeg_decoder_open(int device, const pl_nvjpeg_open_opts *opts,
   if (!d)
     return pl_errorf(err, PL_NO_MEMORY, "GPU decode: out of memory");
   d->device = device;
+  d->pub.device = device;
   if (opts)
     d->opts = *opts;
   d->pub.begin = nvj_begin;

@@ -46,6 +46,27 @@ void pl_cuda_fill_abort(pl_backend *b, pl_bufmem *m) {
   m->host = NULL;
 }
 
+/* The buffer's last readers, for a writer of m->data on a stream of its
+ * own: the consumer's stream (released; never recorded: no wait) and the
+ * last transform, which read the staged bytes (done: it follows the
+ * kernels; the copies before them without transforms, long complete).
+ * Read, not changed: the batch's first submit still waits released on
+ * the copy stream. */
+_Static_assert(PL_DEVICE_WAITS == 2, "device_dst hands out two events");
+
+pl_status pl_cuda_device_dst(pl_backend *b, pl_bufmem *m, int *device,
+                             void **events, pl_error *err) {
+  cuda_backend *be = cb_of(b);
+  cuda_buf *cb = m->priv;
+  if (!cb->stage)
+    return pl_errorf(err, PL_INVALID_ARGUMENT,
+                     "device_dst: no fill of this buffer has begun");
+  *device = cuda_dev(be);
+  events[0] = cb->released;
+  events[1] = cb->done;
+  return PL_OK;
+}
+
 /* Whether cudaMemcpyBatchAsync is missing (an older driver): then the
  * copies go one cudaMemcpyAsync each. */
 static int batch_api_missing(cudaError_t rc) {

@@ -1,7 +1,10 @@
 /* The image source's GPU decode view (images_gpu.h): a loader's own
  * dataset over an image folder that reads whole batches, each one's files
  * read first, its JPEGs split between the GPU and this worker as
- * data/decode_split.h says. */
+ * data/decode_split.h says. When the loader's batches live on the
+ * decoder's device (pl_device_dst), the GPU's crops are written straight
+ * into the batch's device memory and marked so: the loader copies only
+ * the CPU's samples and the small fields from staging. */
 #include "data/sources/images_gpu.h"
 #include "data/jpeg_probe.h"
 #include "data/sources/images_internal.h"
@@ -125,18 +128,28 @@ static pl_status cpu_sample(images_impl *im, uint64_t index,
   return pl_images_read_or_replace(im, index, ctx, sc, dstv, err);
 }
 
-/* Job j for sample i: the same draws as the CPU path's (pl_images_crop). */
+/* Job j for sample i: the same draws as the CPU path's (pl_images_crop);
+ * its crop into ddst (device memory) when not NULL, else the staging. */
 static void plan_job(const images_impl *im, uint64_t index,
                      const pl_sample_ctx *ctx, const pl_jpeg_info *info,
                      const gpu_batch *gb, uint32_t i, void *const *dstv,
-                     pl_gpu_job *j) {
+                     void *ddst, pl_gpu_job *j) {
   crop_box box;
   pl_images_crop(&im->opt, ctx, index, info->width, info->height, &box);
   const crop_box *b = &box;
   *j = (pl_gpu_job){gb->files + gb->off[i], gb->len[i], info->width,
                     info->height, b->rx, b->ry, b->rw, b->rh, b->x0, b->y0,
-                    b->x1, b->y1, b->flip, dstv[0], 0};
+                    b->x1, b->y1, b->flip, dstv[0], ddst, 0};
   pl_images_put_extras(im, index, b, dstv);
+}
+
+/* Where sample i's image goes on the device: the batch's own memory, when
+ * the loader offers it on the decoder's device; else NULL (staging). */
+static void *device_image(const pl_dataset *ds, const pl_device_dst *dev,
+                          const pl_gpu_decoder *gpu, uint32_t i) {
+  if (!dev || dev->device != gpu->device || !dev->base[0])
+    return NULL;
+  return (uint8_t *)dev->base[0] + (uint64_t)i * ds->field_bytes[0];
 }
 
 /* Reads every file, and marks the JPEGs the GPU path takes. */
@@ -172,7 +185,8 @@ static uint32_t read_all_files(const images_impl *im, gpu_view *v,
 static uint32_t plan_jobs(const images_impl *im, const pl_dataset *ds,
                           const uint64_t *idx, uint32_t n, uint32_t k,
                           const pl_sample_ctx *ctx, const pl_batch_dst *dst,
-                          gpu_batch *gb) {
+                          const pl_device_dst *dev,
+                          const pl_gpu_decoder *gpu, gpu_batch *gb) {
   uint32_t nj = 0;
   for (uint32_t i = 0; i < n && nj < k; i++) {
     if (gb->route[i] != ROUTE_GPU_OK)
@@ -183,7 +197,8 @@ static uint32_t plan_jobs(const images_impl *im, const pl_dataset *ds,
     sample_dst(ds, dst, i, dstv);
     gb->route[i] = ROUTE_GPU;
     gb->gpu_of[nj] = i;
-    plan_job(im, idx[i], ctx, &info, gb, i, dstv, &gb->jobs[nj++]);
+    plan_job(im, idx[i], ctx, &info, gb, i, dstv,
+             device_image(ds, dev, gpu, i), &gb->jobs[nj++]);
   }
   return nj;
 }
@@ -214,9 +229,11 @@ static pl_status cpu_share(images_impl *im, const pl_dataset *ds,
  * GPU-able image left to the CPU) and are counted, so that no batch waits
  * for nvJPEG's start (up to 2 s with 16 workers on the H200). */
 static pl_status gpu_begin(gpu_view *v, gpu_batch *gb, uint32_t *nj,
-                           uint32_t size, void **ticket, pl_error *err) {
+                           uint32_t size, const pl_device_dst *dev,
+                           void **ticket, pl_error *err) {
   int wait = v->split.mode == PL_DECODE_GPU;
-  PL_TRY(v->gpu->begin(v->gpu, gb->jobs, *nj, size, wait, ticket, err));
+  PL_TRY(v->gpu->begin(v->gpu, gb->jobs, *nj, size, wait,
+                       dev ? dev->events : NULL, ticket, err));
   if (*ticket)
     return PL_OK;
   for (uint32_t j = 0; j < *nj; j++)
@@ -237,19 +254,34 @@ static uint64_t gpu_path_ns(double began, double done_at, double returned) {
   return (uint64_t)((end - began) * 1e9);
 }
 
+/* The jobs the GPU wrote in the batch's device memory, marked for the
+ * loader (not copied from staging); counted. */
+static void mark_in_place(gpu_view *v, const gpu_batch *gb, uint32_t nj,
+                          const pl_device_dst *dev) {
+  uint32_t k = 0;
+  for (uint32_t j = 0; dev && j < nj; j++)
+    if (gb->jobs[j].ddst && !gb->jobs[j].failed) {
+      dev->written[gb->gpu_of[j]] |= 1; /* field 0: the image */
+      k++;
+    }
+  if (k)
+    pl_split_count_in_place(&v->split, k);
+}
+
 static pl_status batch_run(gpu_view *v, const pl_dataset *ds,
                            const uint64_t *idx, uint32_t n,
                            const pl_sample_ctx *ctx, int ahead,
-                           const pl_batch_dst *dst, gpu_batch *gb,
-                           pl_scratch *sc, pl_error *err) {
+                           const pl_batch_dst *dst, const pl_device_dst *dev,
+                           gpu_batch *gb, pl_scratch *sc, pl_error *err) {
   images_impl *im = v->inner->impl;
   uint32_t cand = read_all_files(im, v, idx, n, dst, gb);
   uint32_t k = pl_split_gpu_count(&v->split, cand);
-  uint32_t nj = plan_jobs(im, ds, idx, n, k, ctx, dst, gb), ncpu = 0;
+  uint32_t nj = plan_jobs(im, ds, idx, n, k, ctx, dst, dev, v->gpu, gb);
+  uint32_t ncpu = 0;
   void *ticket = NULL;
   pl_error ge;
   double t0 = pl_now();
-  if (nj && gpu_begin(v, gb, &nj, im->opt.size, &ticket, &ge) != PL_OK) {
+  if (nj && gpu_begin(v, gb, &nj, im->opt.size, dev, &ticket, &ge) != PL_OK) {
     gpu_off(v, &ge);
     for (uint32_t j = 0; j < nj; j++)
       gb->jobs[j].failed = 1;
@@ -274,15 +306,19 @@ static pl_status batch_run(gpu_view *v, const pl_dataset *ds,
   }
   if (nfail)
     pl_split_count_failed(&v->split, nfail);
+  mark_in_place(v, gb, nj, dev);
   uint64_t begin_ns = nj ? (uint64_t)((t1 - t0) * 1e9) : 0;
   pl_split_observe(&v->split, ncpu, cpu_ns, nj - nfail, gpu_ns, begin_ns,
                    ahead);
   return s;
 }
 
-static pl_status images_read_batch(const pl_dataset *ds, const uint64_t *idx,
-                                   uint32_t n, const pl_batch_info *info,
-                                   const pl_batch_dst *dst, pl_error *err) {
+static pl_status images_read_batch_device(const pl_dataset *ds,
+                                          const uint64_t *idx, uint32_t n,
+                                          const pl_batch_info *info,
+                                          const pl_batch_dst *dst,
+                                          const pl_device_dst *dev,
+                                          pl_error *err) {
   gpu_view *v = ds->impl;
   images_impl *im = v->inner->impl;
   /* No log hook here: read_batch has none (replacements are counted). */
@@ -292,11 +328,18 @@ static pl_status images_read_batch(const pl_dataset *ds, const uint64_t *idx,
   gpu_batch *gb = gb_take(v);
   pl_scratch *sc = pl_scratch_take(&im->scratch);
   pl_status s = gb && sc && gb_reserve(gb, n)
-                    ? batch_run(v, ds, idx, n, &ctx, ahead, dst, gb, sc, err)
+                    ? batch_run(v, ds, idx, n, &ctx, ahead, dst, dev, gb, sc,
+                                err)
                     : pl_errorf(err, PL_NO_MEMORY, "images: out of memory");
   pl_scratch_give(&im->scratch, sc);
   gb_give(v, gb);
   return s;
+}
+
+static pl_status images_read_batch(const pl_dataset *ds, const uint64_t *idx,
+                                   uint32_t n, const pl_batch_info *info,
+                                   const pl_batch_dst *dst, pl_error *err) {
+  return images_read_batch_device(ds, idx, n, info, dst, NULL, err);
 }
 
 static void view_destroy(void *p) {
@@ -338,6 +381,7 @@ static const pl_dataset_vt images_gpu_vt = {
     .kind = "images",
     .read = view_read,
     .read_batch = images_read_batch,
+    .read_batch_device = images_read_batch_device,
     .replaced = view_replaced,
     .sample_path = view_sample_path,
     .destroy_impl = view_destroy,
