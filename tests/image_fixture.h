@@ -1,7 +1,9 @@
 /* JPEG and PNG files for the image tests, written through the codecs
  * (PL_HAVE_JPEG / PL_HAVE_PNG builds only): a smooth pattern per image
  * (so that it compresses as photos do), and the JPEG variants the GPU
- * path must tell apart: baseline 4:2:0, progressive, grayscale, CMYK. */
+ * path must tell apart: baseline 4:2:0, progressive, grayscale, CMYK,
+ * and two the header probe passes but a decoder may refuse: extended
+ * sequential (16-bit tables) and sequential in three scans. */
 #ifndef PL_TEST_IMAGE_FIXTURE_H
 #define PL_TEST_IMAGE_FIXTURE_H
 
@@ -19,7 +21,9 @@ typedef enum {
   FX_JPEG_BASELINE = 0,
   FX_JPEG_PROGRESSIVE,
   FX_JPEG_GRAY,
-  FX_JPEG_CMYK
+  FX_JPEG_CMYK,
+  FX_JPEG_EXTENDED, /* quality 3: 16-bit quantization tables, SOF1 */
+  FX_JPEG_SCANS     /* sequential, one scan per component (not interleaved) */
 } fx_jpeg_kind;
 
 /* Smooth waves per channel, as photos' gradients are (a sawtooth that
@@ -38,6 +42,9 @@ static inline uint8_t fx_pixel(uint32_t i, uint32_t x, uint32_t y,
   return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5);
 }
 
+/* libjpeg's warnings (quality 3 is "too coarse for baseline"): none. */
+static inline void fx_quiet(j_common_ptr c, int level) { (void)c, (void)level; }
+
 static inline void fx_write_jpeg(const char *path, uint32_t i, uint32_t w,
                                  uint32_t h, fx_jpeg_kind kind) {
   FILE *f = fopen(path, "wb");
@@ -47,6 +54,7 @@ static inline void fx_write_jpeg(const char *path, uint32_t i, uint32_t w,
   struct jpeg_compress_struct ci;
   struct jpeg_error_mgr je;
   ci.err = jpeg_std_error(&je);
+  je.emit_message = fx_quiet;
   jpeg_create_compress(&ci);
   jpeg_stdio_dest(&ci, f);
   ci.image_width = w, ci.image_height = h;
@@ -55,9 +63,17 @@ static inline void fx_write_jpeg(const char *path, uint32_t i, uint32_t w,
                       : kind == FX_JPEG_CMYK ? JCS_CMYK
                                              : JCS_RGB;
   jpeg_set_defaults(&ci);
-  jpeg_set_quality(&ci, 90, TRUE);
+  jpeg_set_quality(&ci, kind == FX_JPEG_EXTENDED ? 3 : 90,
+                   kind != FX_JPEG_EXTENDED);
   if (kind == FX_JPEG_PROGRESSIVE)
     jpeg_simple_progression(&ci);
+  static jpeg_scan_info scans[3]; /* FX_JPEG_SCANS: Y, Cb, Cr, 0..63 each */
+  if (kind == FX_JPEG_SCANS) {
+    for (int c = 0; c < 3; c++)
+      scans[c] = (jpeg_scan_info){1, {c, 0, 0, 0}, 0, 63, 0, 0};
+    ci.scan_info = scans;
+    ci.num_scans = 3;
+  }
   jpeg_start_compress(&ci, TRUE);
   int nc = ci.input_components;
   uint8_t *row = malloc((size_t)w * (size_t)nc);
@@ -72,6 +88,29 @@ static inline void fx_write_jpeg(const char *path, uint32_t i, uint32_t w,
   jpeg_destroy_compress(&ci);
   free(row);
   fclose(f);
+}
+
+/* A copy of JPEG b[0..n) without its segments of `marker` (DQT 0xDB, DHT
+ * 0xC4) before the first scan; *out_n its length. */
+static inline uint8_t *fx_jpeg_without(const uint8_t *b, size_t n,
+                                       uint8_t marker, size_t *out_n) {
+  uint8_t *o = malloc(n);
+  CHECK(o && n > 4);
+  if (!o || n <= 4)
+    return o;
+  size_t i = 2, k = 2;
+  memcpy(o, b, 2); /* SOI */
+  while (i + 4 <= n && b[i] == 0xFF && b[i + 1] != 0xDA) {
+    size_t len = 2 + ((size_t)b[i + 2] << 8 | b[i + 3]);
+    if (b[i + 1] != marker) {
+      memcpy(o + k, b + i, len);
+      k += len;
+    }
+    i += len;
+  }
+  memcpy(o + k, b + i, n - i); /* SOS, the scan, EOI */
+  *out_n = k + n - i;
+  return o;
 }
 
 static inline void fx_write_png(const char *path, uint32_t i, uint32_t w,

@@ -194,7 +194,11 @@ static void test_probe(void) {
   } cases[] = {{FX_JPEG_BASELINE, PL_JPEG_BASELINE, 3, 1},
                {FX_JPEG_PROGRESSIVE, PL_JPEG_PROGRESSIVE, 3, 0},
                {FX_JPEG_GRAY, PL_JPEG_BASELINE, 1, 0},
-               {FX_JPEG_CMYK, PL_JPEG_BASELINE, 4, 0}};
+               {FX_JPEG_CMYK, PL_JPEG_BASELINE, 4, 0},
+               /* SOF1 and three scans: the probe cannot tell (nvJPEG
+                * may refuse them: the decoder finds out, per image) */
+               {FX_JPEG_EXTENDED, PL_JPEG_BASELINE, 3, 1},
+               {FX_JPEG_SCANS, PL_JPEG_BASELINE, 3, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const char *p = pl_test_path("probe.jpg");
     fx_write_jpeg(p, 1, 123, 45, cases[k].kind);
@@ -218,7 +222,39 @@ static void test_probe(void) {
   pl_jpeg_probe(b, n - 100, &in); /* cut in its scan: not the GPU's */
   CHECK(in.kind == PL_JPEG_BASELINE && !in.has_end && !pl_jpeg_gpu_ok(&in));
   pl_jpeg_probe(b, 20, &in); /* cut before its frame header */
-  CHECK_EQ_U64(in.kind, PL_JPEG_NOT);
+  CHECK(in.kind == PL_JPEG_NOT && in.tables == 0);
+  /* A table missing, or named and not defined: baseline, not the GPU's
+   * (nvJPEG in a batch may decode it with another image's tables). */
+  pl_jpeg_probe(b, n, &in);
+  CHECK(in.tables == 1);
+  static const uint8_t markers[2] = {0xDB, 0xC4};
+  for (int k = 0; k < 2; k++) {
+    size_t m = 0;
+    uint8_t *w = fx_jpeg_without(b, n, markers[k], &m);
+    pl_jpeg_probe(w, m, &in);
+    CHECK(in.kind == PL_JPEG_BASELINE && in.has_end && !in.tables &&
+          !pl_jpeg_gpu_ok(&in));
+    free(w);
+  }
+  size_t sof = 2, sos = 2; /* the frame's and the scan's headers */
+  while (sof + 4 < n && b[sof + 1] != 0xC0)
+    sof += 2 + ((size_t)b[sof + 2] << 8 | b[sof + 3]);
+  while (sos + 4 < n && b[sos + 1] != 0xDA)
+    sos += 2 + ((size_t)b[sos + 2] << 8 | b[sos + 3]);
+  CHECK(b[sof + 1] == 0xC0 && b[sos + 1] == 0xDA);
+  b[sof + 4 + 6 + 2] = 3; /* Y names quantization table 3 */
+  pl_jpeg_probe(b, n, &in);
+  CHECK(!in.tables && !pl_jpeg_gpu_ok(&in));
+  b[sof + 4 + 6 + 2] = 0;
+  b[sos + 4 + 2] = 0x30; /* Y's scan names DC table 3 */
+  pl_jpeg_probe(b, n, &in);
+  CHECK(!in.tables && !pl_jpeg_gpu_ok(&in));
+  b[sos + 4 + 2] = 0x03; /* and AC table 3 */
+  pl_jpeg_probe(b, n, &in);
+  CHECK(!in.tables);
+  b[sos + 4 + 2] = 0x00;
+  pl_jpeg_probe(b, n, &in);
+  CHECK(in.tables && pl_jpeg_gpu_ok(&in));
   b[0] = 0x89; /* not SOI */
   pl_jpeg_probe(b, n, &in);
   CHECK_EQ_U64(in.kind, PL_JPEG_NOT);

@@ -23,6 +23,8 @@ typedef enum pl_fault_point {
   PL_FAULT_ALLOC,         /* the library's own bookkeeping memory (pl_malloc:
                              handles, plans, span arrays, slot tables, CUDA
                              events) */
+  PL_FAULT_NVJPEG_REFUSE, /* nvJPEG refusing a batched decode call (ROI or
+                             whole images), as it does one bad image's */
   PL_FAULT_POINT_COUNT_
 } pl_fault_point;
 

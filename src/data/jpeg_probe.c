@@ -1,6 +1,8 @@
 /* The JPEG marker walk of jpeg_probe.h (ITU T.81 B.1): SOI, then marker
  * segments (FF xx, a 2-byte big-endian length that counts itself) until
- * the first SOFn. */
+ * the first SOS: the frame header (SOFn) for the size, process and
+ * components, and the tables defined before the scan (DQT, DHT) for the
+ * ones the frame and the scan name. */
 #include "data/jpeg_probe.h"
 
 #include <string.h>
@@ -32,6 +34,53 @@ static void read_frame(const uint8_t *p, uint32_t len, uint8_t marker,
     out->kind = PL_JPEG_OTHER;
 }
 
+/* The tables defined so far, and the quantization tables the frame names
+ * (bit i: table id i). */
+typedef struct tables {
+  unsigned dqt, dc, ac, frame_q;
+  int frame;  /* a frame header was read */
+} tables;
+
+/* DQT: (Pq Tq, 64 or 128 bytes)... */
+static void read_dqt(const uint8_t *p, uint32_t len, tables *t) {
+  for (uint32_t k = 0; k < len;) {
+    uint32_t bytes = (p[k] >> 4) ? 128 : 64;
+    if (k + 1 + bytes > len)
+      return;
+    t->dqt |= 1u << (p[k] & 3);
+    k += 1 + bytes;
+  }
+}
+
+/* DHT: (Tc Th, 16 counts, their values)... */
+static void read_dht(const uint8_t *p, uint32_t len, tables *t) {
+  for (uint32_t k = 0; k + 17 <= len;) {
+    uint32_t values = 0;
+    for (int b = 1; b <= 16; b++)
+      values += p[k + b];
+    if (k + 17 + values > len)
+      return;
+    if (p[k] >> 4)
+      t->ac |= 1u << (p[k] & 3);
+    else
+      t->dc |= 1u << (p[k] & 3);
+    k += 17 + values;
+  }
+}
+
+/* SOS: whether the tables its components name, and the frame's, exist. */
+static int scan_tables_ok(const uint8_t *p, uint32_t len, const tables *t) {
+  if (!t->frame || len < 1 || len < 1 + 2u * p[0] || p[0] == 0)
+    return 0;
+  unsigned dc = 0, ac = 0;
+  for (uint32_t c = 0; c < p[0]; c++) {
+    dc |= 1u << (p[2 + 2 * c] >> 4 & 3);
+    ac |= 1u << (p[2 + 2 * c] & 3);
+  }
+  return (t->frame_q & ~t->dqt) == 0 && (dc & ~t->dc) == 0 &&
+         (ac & ~t->ac) == 0;
+}
+
 static int is_sof(uint8_t m) {
   return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
 }
@@ -50,6 +99,7 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
   if (n < 4 || data[0] != 0xFF || data[1] != 0xD8)
     return;
   out->has_end = has_end(data, n);
+  tables t = {0};
   size_t i = 2;
   while (i + 4 <= n) {
     if (data[i] != 0xFF)
@@ -63,21 +113,33 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
       i += 2;
       continue;
     }
-    if (m == 0xD9 || m == 0xDA)
-      return; /* image end or scan before any frame header */
+    if (m == 0xD9)
+      return; /* image end before any scan */
     uint32_t len = be16(data + i + 2);
     if (len < 2 || i + 2 + len > n)
       return;
-    if (is_sof(m)) {
-      read_frame(data + i + 4, len - 2, m, out);
+    const uint8_t *p = data + i + 4;
+    if (m == 0xDA) { /* the first scan: the walk ends */
+      out->tables = scan_tables_ok(p, len - 2, &t);
       return;
+    }
+    if (m == 0xDB)
+      read_dqt(p, len - 2, &t);
+    else if (m == 0xC4)
+      read_dht(p, len - 2, &t);
+    else if (is_sof(m) && !t.frame) {
+      read_frame(p, len - 2, m, out);
+      t.frame = out->kind != PL_JPEG_NOT;
+      for (int c = 0; c < out->components && 6 + 3u * c + 2 < len - 2; c++)
+        t.frame_q |= 1u << (p[6 + 3 * c + 2] & 3);
     }
     i += 2 + len;
   }
 }
 
 int pl_jpeg_gpu_ok(const pl_jpeg_info *in) {
-  if (!in->has_end || in->kind != PL_JPEG_BASELINE || in->components != 3)
+  if (!in->has_end || !in->tables || in->kind != PL_JPEG_BASELINE ||
+      in->components != 3)
     return 0;
   if (in->h[1] != 1 || in->v[1] != 1 || in->h[2] != 1 || in->v[2] != 1)
     return 0;

@@ -20,14 +20,23 @@ typedef struct pl_jpeg_info {
   uint32_t width, height;
   int components; /* 1 gray, 3 YCbCr, 4 CMYK / YCCK */
   int h[4], v[4]; /* sampling factors of each component */
+  /* Every quantization table the frame names and every Huffman table the
+   * first scan names is defined before that scan. nvJPEG's batched
+   * decode does not always refuse a JPEG that lacks one: measured on the
+   * H200 (hardware backend, CUDA 13), a file without DQT or DHT, refused
+   * alone, was decoded in a batch beside others, with another image's
+   * tables, it seems. Such files (motion-JPEG frames have no DHT) go to
+   * the CPU, where libjpeg-turbo supplies the standard Huffman tables or
+   * fails with the cause. */
+  int tables;
 } pl_jpeg_info;
 
-/* Reads the markers of data[0..n) up to the frame header. */
+/* Reads the markers of data[0..n) up to the first scan header. */
 void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out);
 
 /* Whether the GPU path takes it: whole (has_end: a batched nvJPEG decode
  * fails as a whole on one bad image, or may decode a cut one without a
- * word), baseline, 8-bit, three components with
+ * word), its tables defined (tables), baseline, 8-bit, three components with
  * chroma at 1x1 and luma at 1 or 2 each way (4:4:4, 4:2:2, 4:2:0, 4:4:0:
  * what nvJPEG's hardware and GPU decoders both take in a batch). */
 int pl_jpeg_gpu_ok(const pl_jpeg_info *in);

@@ -306,9 +306,10 @@ static pl_status decode_whole(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
   NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)(hi - lo),
                                                1, PL_NVJPEG_OUTPUT_RGBI),
           "nvjpegDecodeBatchedInitialize", err);
-  *ok = d->lib.nvjpegDecodeBatched(d->h, c->state, c->data + lo,
+  *ok = !PL_FAULT(PL_FAULT_NVJPEG_REFUSE) &&
+        d->lib.nvjpegDecodeBatched(d->h, c->state, c->data + lo,
                                    c->lens + lo, c->img + lo, c->stream) ==
-        PL_NVJPEG_STATUS_SUCCESS;
+            PL_NVJPEG_STATUS_SUCCESS;
   return PL_OK;
 }
 
@@ -352,9 +353,10 @@ static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
     NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)c->n,
                                                  1, PL_NVJPEG_OUTPUT_RGBI),
             "nvjpegDecodeBatchedInitialize", err);
-    if (d->lib.nvjpegDecodeBatchedEx(d->h, c->state, c->data, c->lens,
+    if (!PL_FAULT(PL_FAULT_NVJPEG_REFUSE) &&
+        d->lib.nvjpegDecodeBatchedEx(d->h, c->state, c->data, c->lens,
                                      c->img, c->params, c->stream) ==
-        PL_NVJPEG_STATUS_SUCCESS)
+            PL_NVJPEG_STATUS_SUCCESS)
       return PL_OK;
   }
   int was_roi = *roi, ok = 0;
