@@ -195,10 +195,9 @@ static void test_probe(void) {
                {FX_JPEG_PROGRESSIVE, PL_JPEG_PROGRESSIVE, 3, 0},
                {FX_JPEG_GRAY, PL_JPEG_BASELINE, 1, 0},
                {FX_JPEG_CMYK, PL_JPEG_BASELINE, 4, 0},
-               /* SOF1 and three scans: the probe cannot tell (nvJPEG
-                * may refuse them: the decoder finds out, per image) */
-               {FX_JPEG_EXTENDED, PL_JPEG_BASELINE, 3, 1},
-               {FX_JPEG_SCANS, PL_JPEG_BASELINE, 3, 1}};
+               /* SOF1, and a scan per component: the CPU's */
+               {FX_JPEG_EXTENDED, PL_JPEG_BASELINE, 3, 0},
+               {FX_JPEG_SCANS, PL_JPEG_BASELINE, 3, 0}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const char *p = pl_test_path("probe.jpg");
     fx_write_jpeg(p, 1, 123, 45, cases[k].kind);
@@ -209,6 +208,12 @@ static void test_probe(void) {
     CHECK_EQ_U64(in.height, 45);
     CHECK_EQ_U64(in.components, cases[k].comps);
     CHECK_EQ_U64(pl_jpeg_gpu_ok(&in), cases[k].gpu_ok);
+    CHECK_EQ_U64(in.extended, cases[k].kind == FX_JPEG_EXTENDED);
+    CHECK_EQ_U64(in.scan_components,
+                 cases[k].kind == FX_JPEG_SCANS ? 1 : cases[k].comps);
+    /* (a progressive file's first scan, of DC only, names AC tables it
+     * has not defined yet) */
+    CHECK_EQ_U64(in.tables, cases[k].kind != FX_JPEG_PROGRESSIVE);
   }
   /* libjpeg's default for RGB is 4:2:0: luma 2x2, chroma 1x1. */
   const char *p = pl_test_path("probe.jpg");

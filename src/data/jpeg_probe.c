@@ -121,6 +121,7 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
     const uint8_t *p = data + i + 4;
     if (m == 0xDA) { /* the first scan: the walk ends */
       out->tables = scan_tables_ok(p, len - 2, &t);
+      out->scan_components = len > 2 ? p[0] : 0;
       return;
     }
     if (m == 0xDB)
@@ -130,6 +131,7 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
     else if (is_sof(m) && !t.frame) {
       read_frame(p, len - 2, m, out);
       t.frame = out->kind != PL_JPEG_NOT;
+      out->extended = m == 0xC1;
       for (int c = 0; c < out->components && 6 + 3u * c + 2 < len - 2; c++)
         t.frame_q |= 1u << (p[6 + 3 * c + 2] & 3);
     }
@@ -139,7 +141,7 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
 
 int pl_jpeg_gpu_ok(const pl_jpeg_info *in) {
   if (!in->has_end || !in->tables || in->kind != PL_JPEG_BASELINE ||
-      in->components != 3)
+      in->extended || in->components != 3 || in->scan_components != 3)
     return 0;
   if (in->h[1] != 1 || in->v[1] != 1 || in->h[2] != 1 || in->v[2] != 1)
     return 0;

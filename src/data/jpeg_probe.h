@@ -29,6 +29,8 @@ typedef struct pl_jpeg_info {
    * the CPU, where libjpeg-turbo supplies the standard Huffman tables or
    * fails with the cause. */
   int tables;
+  int extended;        /* SOF1 (extended sequential; 16-bit tables) */
+  int scan_components; /* of the first scan: all of them when interleaved */
 } pl_jpeg_info;
 
 /* Reads the markers of data[0..n) up to the first scan header. */
@@ -36,7 +38,9 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out);
 
 /* Whether the GPU path takes it: whole (has_end: a batched nvJPEG decode
  * fails as a whole on one bad image, or may decode a cut one without a
- * word), its tables defined (tables), baseline, 8-bit, three components with
+ * word), its tables defined (tables), baseline proper (SOF0: nvJPEG's
+ * hardware decoder is for baseline JPEG) in one interleaved scan (not a
+ * scan per component), the kinds measured on the GPU against the CPU; 8-bit, three components with
  * chroma at 1x1 and luma at 1 or 2 each way (4:4:4, 4:2:2, 4:2:0, 4:4:0:
  * what nvJPEG's hardware and GPU decoders both take in a batch). */
 int pl_jpeg_gpu_ok(const pl_jpeg_info *in);

@@ -7,11 +7,11 @@
  * CMYK, PNG, a cut file) come back byte for byte the CPU's and are
  * counted; decode=auto through the loader's own setup opens nvJPEG and
  * splits; a CUDA loader's GPU crops are written in the batch's device
- * memory (counted, and the bytes copied are exactly the rest); JPEGs
- * nvJPEG refuses in a batch (of those the header probe passes) fail
- * alone, the rest of their batch decoded on the GPU, and with refusals
- * made on purpose (the fault-injection build) the split finds exactly
- * the image refused alone; JPEGs without tables go to the CPU; the
+ * memory (counted, and the bytes copied are exactly the rest); odd
+ * baseline-like JPEGs (no tables, SOF1, a scan per component) go to the
+ * CPU; with nvJPEG's refusals made on purpose (the fault-injection build)
+ * a refused batch is split until the image refused alone is found, and
+ * only that one goes to the CPU, in a call and in a loader; the
  * warm-up of nvJPEG in the background (decode=auto's start): held, auto decodes every image on the CPU, exactly, and counts them;
  * let go, a call that waits is served and the loader's GPU path joins.
  * Exits 77 (skip) without CUDA, a usable GPU, the codecs, or
@@ -96,17 +96,18 @@ static pl_dataset *open_folder(const char *root, int train) {
   return ds;
 }
 
-/* One epoch (seed 7, epoch 1) of `ds` on `dev`, every sample compared
- * with the CPU path's read of `plain`: exactly for those of exact[] (NULL:
- * index NBASE and on), else PSNR >= MIN_PSNR. Returns the lowest PSNR;
- * *t the loader's timings, *st its stats (NULL: not wanted). */
+/* One epoch (seed 7, epoch 1) of `ds` on `dev` with `workers` workers,
+ * every sample compared with the CPU path's read of `plain`: exactly for
+ * those of exact[] (NULL: index NBASE and on), else PSNR >= MIN_PSNR.
+ * Returns the lowest PSNR; *t the loader's timings, *st its stats (NULL:
+ * not wanted). */
 static double run_ex(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
-                     int decode, const uint8_t *exact, pl_loader_timings *t,
-                     pl_loader_stats *st) {
+                     int decode, int workers, const uint8_t *exact,
+                     pl_loader_timings *t, pl_loader_stats *st) {
   pl_loader_config cfg;
   pl_loader_config_init(&cfg);
   cfg.batch_size = 16;
-  cfg.num_workers = 2;
+  cfg.num_workers = workers;
   cfg.seed = 7, cfg.epoch = 1;
   cfg.device = dev;
   cfg.decode = decode;
@@ -163,7 +164,7 @@ static double run_ex(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
 
 static double run(pl_dataset *plain, pl_dataset *ds, pl_device_kind dev,
                   int decode, pl_loader_timings *t) {
-  return run_ex(plain, ds, dev, decode, NULL, t, NULL);
+  return run_ex(plain, ds, dev, decode, 2, NULL, t, NULL);
 }
 
 static void gpu_mode(const char *root, int train, pl_device_kind dev,
@@ -176,7 +177,7 @@ static void gpu_mode(const char *root, int train, pl_device_kind dev,
   CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
   pl_loader_timings t;
   pl_loader_stats st;
-  double worst = run_ex(plain, view, dev, PL_DECODE_CPU, NULL, &t, &st);
+  double worst = run_ex(plain, view, dev, PL_DECODE_CPU, 2, NULL, &t, &st);
   printf("test_gpu_nvjpeg: %s on %s: lowest PSNR %.2f dB over %d GPU crops "
          "(%s), %llu of them written in the batch's device memory, %llu "
          "bytes copied\n",
@@ -310,68 +311,34 @@ static void warm_up(const char *root) {
   pl_dataset_destroy(plain);
 }
 
-/* nvJPEG's answer for JPEG bytes data[0..len) decoded alone, whole,
- * into dst (IMG bytes): 1 refused. */
-static int decode_alone(pl_gpu_decoder *dec, const uint8_t *data, size_t len,
-                        uint8_t *dst) {
-  pl_jpeg_info info;
-  pl_jpeg_probe(data, len, &info);
-  double w = info.width, h = info.height;
-  pl_gpu_job job = {data, len, info.width, info.height, 0, 0, info.width,
-                    info.height, 0, 0, w, h, 0, dst, NULL, 0};
-  void *ticket = NULL;
-  double done_at = 0;
-  pl_error err;
-  CHECK_OK(dec->begin(dec, &job, 1, SIZE, 1, NULL, &ticket, &err), &err);
-  if (ticket)
-    CHECK_OK(dec->finish(dec, ticket, &done_at, &err), &err);
-  return job.failed;
-}
+#define NODD 32    /* the folder of odd JPEGs: its files */
+#define ODD_EXT 5    /* extended sequential (SOF1, 16-bit tables) */
+#define ODD_SCANS 19 /* sequential in three scans, not interleaved */
+#define NO_DQT 11    /* no quantization tables (libjpeg fails: replaced) */
+#define NO_DHT 23    /* no Huffman tables (libjpeg takes the standard ones) */
 
-/* Whether nvJPEG refuses file `path` alone: asked 3 times, the same
- * answer each time. */
-static int refused_alone(pl_gpu_decoder *dec, const char *path) {
-  size_t len = 0;
-  uint8_t *data = fx_read_file(path, &len), *dst = calloc(1, IMG);
-  CHECK(data != NULL && dst != NULL);
-  pl_jpeg_info info;
-  pl_jpeg_probe(data, len, &info);
-  CHECK(pl_jpeg_gpu_ok(&info)); /* the probe cannot tell */
-  int r = decode_alone(dec, data, len, dst);
-  for (int k = 0; k < 2; k++)
-    CHECK_EQ_U64(decode_alone(dec, data, len, dst), r);
-  free(dst), free(data);
-  return r;
-}
-
-#define NREF 32 /* the refusal folder's files */
-#define ALT_EXT 5    /* extended sequential (SOF1, 16-bit tables) */
-#define ALT_SCANS 19 /* sequential in three scans */
-#define NO_DQT 11    /* no quantization tables: the CPU's (libjpeg fails) */
-#define NO_DHT 23    /* no Huffman tables: the CPU's (standard ones) */
-
-/* Files the probe passes and nvJPEG may refuse (SOF1 with 16-bit tables,
- * three scans), each asked alone first: a refused one fails alone in its
- * batch of 16, the rest of which stays on the GPU; one taken agrees with
- * the CPU's. (Should this nvJPEG take both, the split meets no real
- * refusal here: split_on_purpose, in the fault-injection build, makes
- * its own.) Files without tables never reach nvJPEG (the probe routes
- * them to the CPU: in a batch nvJPEG decoded one with another image's
- * tables, it seems, where alone it refused it). */
-static void refusals(void) {
+/* JPEGs the probe sends to the CPU though they are baseline-like: no
+ * tables (nvJPEG, alone, refused both; in a batch beside others, with
+ * CUDA 13's libnvjpeg, it decoded one of them, with another image's
+ * tables it seems), SOF1, a scan per component. They come back the CPU
+ * path's bytes, counted as not for the GPU; the rest of their batches is
+ * the GPU's. */
+static void odd_files(void) {
   static char root[512];
   char dir[600], p[700];
-  snprintf(root, sizeof root, "%s", pl_test_path("nvj_refuse"));
+  snprintf(root, sizeof root, "%s", pl_test_path("nvj_odd"));
   CHECK(mkdir(root, 0755) == 0);
   snprintf(dir, sizeof dir, "%s/c0", root);
   CHECK(mkdir(dir, 0755) == 0);
-  for (uint32_t i = 0; i < NREF; i++) {
+  uint8_t exact[NODD] = {0};
+  for (uint32_t i = 0; i < NODD; i++) {
     uint32_t w = 400 + (i * 53) % 241, h = 300 + (i * 37) % 181;
     snprintf(p, sizeof p, "%s/i%02u.jpg", dir, i);
     fx_write_jpeg(p, i, w, h,
-                  i == ALT_EXT     ? FX_JPEG_EXTENDED
-                  : i == ALT_SCANS ? FX_JPEG_SCANS
+                  i == ODD_EXT     ? FX_JPEG_EXTENDED
+                  : i == ODD_SCANS ? FX_JPEG_SCANS
                                    : FX_JPEG_BASELINE);
+    exact[i] = i == ODD_EXT || i == ODD_SCANS || i == NO_DQT || i == NO_DHT;
     if (i == NO_DQT || i == NO_DHT) {
       size_t n = 0, m = 0;
       uint8_t *b = fx_read_file(p, &n);
@@ -386,38 +353,33 @@ static void refusals(void) {
   CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
   if (!dec)
     return;
-  uint8_t exact[NREF] = {0};
-  exact[NO_DQT] = exact[NO_DHT] = 1;
-  int refused = 0;
-  static const int alt[2] = {ALT_EXT, ALT_SCANS};
-  for (int a = 0; a < 2; a++) {
-    snprintf(p, sizeof p, "%s/i%02d.jpg", dir, alt[a]);
-    exact[alt[a]] = (uint8_t)refused_alone(dec, p); /* the CPU's bytes */
-    refused += exact[alt[a]];
-    printf("test_gpu_nvjpeg: a JPEG %s: %s by nvJPEG alone\n",
-           a ? "in three scans" : "with 16-bit tables (SOF1)",
-           exact[alt[a]] ? "refused" : "decoded");
-  }
-  if (!refused)
-    printf("test_gpu_nvjpeg: nvJPEG took both: no real refusal to split\n");
   pl_dataset *plain = open_folder(root, 1), *view = NULL;
   CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
   pl_loader_timings t;
-  double worst = run_ex(plain, view, PL_DEVICE_CUDA, PL_DECODE_CPU, exact, &t,
-                        NULL);
-  printf("test_gpu_nvjpeg: %d refused in batches of 16: %llu GPU images, "
-         "%llu refused, %llu not for the GPU, lowest PSNR %.2f dB\n",
-         refused, (unsigned long long)t.decode_gpu_images,
-         (unsigned long long)t.decode_gpu_failed,
-         (unsigned long long)t.decode_not_gpu, worst);
-  CHECK_EQ_U64(t.decode_not_gpu, 2); /* no DQT, no DHT */
-  CHECK_EQ_U64(t.decode_gpu_failed, refused);
-  CHECK_EQ_U64(t.decode_gpu_images, NREF - 2 - refused);
+  double worst =
+      run_ex(plain, view, PL_DEVICE_CUDA, PL_DECODE_CPU, 2, exact, &t, NULL);
+  printf("test_gpu_nvjpeg: odd JPEGs: %llu GPU images, %llu not for the "
+         "GPU, %llu refused, lowest PSNR %.2f dB\n",
+         (unsigned long long)t.decode_gpu_images,
+         (unsigned long long)t.decode_not_gpu,
+         (unsigned long long)t.decode_gpu_failed, worst);
+  CHECK_EQ_U64(t.decode_not_gpu, 4);
+  CHECK_EQ_U64(t.decode_gpu_failed, 0);
+  CHECK_EQ_U64(t.decode_gpu_images, NODD - 4);
   pl_dataset_destroy(view);
   pl_dataset_destroy(plain);
 }
 
 #ifdef PL_FAULT_INJECTION
+/* The refusals a split needs, made on purpose (the fault-injection
+ * build): with ROI decode a batch of 16 meets the ROI call, the whole
+ * batch's, then those of the halves holding image 0 (8, 4, 2, 1): 6
+ * refusals leave image 0 refused alone, and only it. Without ROI decode
+ * one call less. */
+static long refusals_for_image_0(const pl_gpu_decoder *dec) {
+  return strstr(dec->name, "ROI") ? 6 : 5;
+}
+
 /* The split itself, with nvJPEG's refusals made on purpose: 16 images in
  * one call, its first batched decodes refused (the ROI one where the
  * decoder has ROI decode, the whole batch's, then the halves holding
@@ -441,7 +403,7 @@ static void split_on_purpose(const char *root) {
     CHECK(data[i] != NULL);
   }
   static const long counts[4] = {0, 2, 4, 6};
-  const long no_roi = strstr(dec->name, "ROI") == NULL; /* one call less */
+  const long no_roi = 6 - refusals_for_image_0(dec); /* one call less */
   for (int r = 0; r < 4; r++) {
     uint8_t *out = r ? got : want;
     for (int i = 0; i < N; i++) {
@@ -482,6 +444,43 @@ static void split_on_purpose(const char *root) {
   free(want), free(got);
   dec->destroy(dec);
 }
+
+/* The same through a loader (no workers: batches decoded in order): its
+ * first batch's image 0 refused alone comes back the CPU path's bytes,
+ * copied from staging where the GPU's crops beside it were written in
+ * the batch's device memory; the counts say so, and so do the bytes
+ * copied. */
+static void split_in_a_loader(const char *root) {
+  pl_dataset *plain = open_folder(root, 1), *view = NULL;
+  pl_gpu_decoder *dec = NULL;
+  pl_error err;
+  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  if (!dec)
+    return;
+  CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
+  uint8_t exact[NALL] = {1}; /* image 0, and the 4 not for the GPU */
+  for (int i = NBASE; i < NALL; i++)
+    exact[i] = 1;
+  pl_fault_arm(PL_FAULT_NVJPEG_REFUSE, 0, refusals_for_image_0(dec));
+  pl_loader_timings t;
+  pl_loader_stats st;
+  double worst =
+      run_ex(plain, view, PL_DEVICE_CUDA, PL_DECODE_CPU, 0, exact, &t, &st);
+  pl_fault_reset();
+  printf("test_gpu_nvjpeg: image 0 refused on purpose in a loader: %llu GPU "
+         "images (%llu in place), %llu refused, lowest PSNR %.2f dB\n",
+         (unsigned long long)t.decode_gpu_images,
+         (unsigned long long)t.decode_gpu_in_place,
+         (unsigned long long)t.decode_gpu_failed, worst);
+  CHECK_EQ_U64(t.decode_gpu_failed, 1);
+  CHECK_EQ_U64(t.decode_gpu_images, NBASE - 1);
+  CHECK_EQ_U64(t.decode_gpu_in_place, NBASE - 1);
+  CHECK_EQ_U64(t.decode_not_gpu, 4);
+  CHECK_EQ_U64(st.bytes_copied, NALL * pl_dataset_sample_bytes(plain) -
+                                    (uint64_t)(NBASE - 1) * IMG);
+  pl_dataset_destroy(view);
+  pl_dataset_destroy(plain);
+}
 #endif
 
 int main(void) {
@@ -503,9 +502,10 @@ int main(void) {
   gpu_mode(root, 1, PL_DEVICE_CUDA, "train crops + flips");
   gpu_mode(root, 0, PL_DEVICE_CUDA, "eval resize + center crop");
   auto_mode(root);
-  refusals();
+  odd_files();
 #ifdef PL_FAULT_INJECTION
   split_on_purpose(root);
+  split_in_a_loader(root);
 #endif
   warm_up(root);
   return pl_test_finish("test_gpu_nvjpeg");
