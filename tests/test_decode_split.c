@@ -186,6 +186,46 @@ static void probe_file(const char *path, pl_jpeg_info *info) {
   free(b);
 }
 
+/* The first segment of `marker` in JPEG b[0..n) before its scan: the
+ * offset of its marker's FF. */
+static size_t segment_at(const uint8_t *b, size_t n, uint8_t marker) {
+  size_t i = 2;
+  while (i + 4 < n && b[i + 1] != marker && b[i + 1] != 0xDA)
+    i += 2 + ((size_t)b[i + 2] << 8 | b[i + 3]);
+  CHECK(i + 4 < n && b[i + 1] == marker);
+  return i;
+}
+
+/* A table id past 3 (a DQT's Tq, a DHT's Th, the frame's or the scan's),
+ * a DQT precision or a DHT class past 1 is a broken file: never read as
+ * the id it masks to (id 4 as 0), which would send a file whose table 0
+ * is undefined to nvJPEG. Each byte is set, probed and put back. */
+static void probe_bad_ids(uint8_t *b, size_t n) {
+  size_t dqt = segment_at(b, n, 0xDB) + 4, dht = segment_at(b, n, 0xC4) + 4;
+  size_t sof = segment_at(b, n, 0xC0) + 4, sos = segment_at(b, n, 0xDA) + 4;
+  CHECK(b[dqt] == 0x00 && b[dht] == 0x00); /* 8-bit table 0; DC table 0 */
+  const struct {
+    size_t at;
+    uint8_t value;
+  } cases[] = {{dqt, 0x04},         /* DQT Tq 4 (table 0 then undefined) */
+               {dqt, 0x20},         /* DQT precision 2 */
+               {dht, 0x04},         /* DHT Th 4 */
+               {dht, 0x20},         /* DHT class 2 */
+               {sof + 6 + 2, 0x04}, /* Y names quantization table 4 */
+               {sos + 2, 0x40},     /* Y's scan names DC table 4 */
+               {sos + 2, 0x04}};    /* and AC table 4 */
+  pl_jpeg_info in;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    uint8_t was = b[cases[k].at];
+    b[cases[k].at] = cases[k].value;
+    pl_jpeg_probe(b, n, &in);
+    CHECK(in.kind == PL_JPEG_BASELINE && !in.tables && !pl_jpeg_gpu_ok(&in));
+    b[cases[k].at] = was;
+  }
+  pl_jpeg_probe(b, n, &in);
+  CHECK(in.tables && pl_jpeg_gpu_ok(&in));
+}
+
 static void test_probe(void) {
   static const struct {
     fx_jpeg_kind kind;
@@ -260,6 +300,7 @@ static void test_probe(void) {
   b[sos + 4 + 2] = 0x00;
   pl_jpeg_probe(b, n, &in);
   CHECK(in.tables && pl_jpeg_gpu_ok(&in));
+  probe_bad_ids(b, n);
   b[0] = 0x89; /* not SOI */
   pl_jpeg_probe(b, n, &in);
   CHECK_EQ_U64(in.kind, PL_JPEG_NOT);

@@ -25,6 +25,8 @@ typedef enum pl_fault_point {
                              events) */
   PL_FAULT_NVJPEG_REFUSE, /* nvJPEG refusing a batched decode call (ROI or
                              whole images), as it does one bad image's */
+  PL_FAULT_NVJPEG_FAIL,   /* nvJPEG failing a batched decode call (a kernel,
+                             memory): no refusal, an error */
   PL_FAULT_POINT_COUNT_
 } pl_fault_point;
 

@@ -35,19 +35,33 @@ static void read_frame(const uint8_t *p, uint32_t len, uint8_t marker,
 }
 
 /* The tables defined so far, and the quantization tables the frame names
- * (bit i: table id i). */
+ * (bit i: table id i). A table id past 3 (T.81 allows 0-3), a DQT
+ * precision or a DHT class past 1, is a broken file (libjpeg-turbo stops
+ * at it: JERR_DQT_INDEX, JERR_DHT_INDEX): `bad`, never folded into a
+ * valid id, which would let nvJPEG decode it with another image's table. */
 typedef struct tables {
   unsigned dqt, dc, ac, frame_q;
   int frame;  /* a frame header was read */
+  int bad;    /* a table id, precision or class out of range */
 } tables;
+
+/* Bit `id` of *set, or t->bad where id is no table id. */
+static void mark_id(unsigned *set, unsigned id, tables *t) {
+  if (id > 3)
+    t->bad = 1;
+  else
+    *set |= 1u << id;
+}
 
 /* DQT: (Pq Tq, 64 or 128 bytes)... */
 static void read_dqt(const uint8_t *p, uint32_t len, tables *t) {
   for (uint32_t k = 0; k < len;) {
-    uint32_t bytes = (p[k] >> 4) ? 128 : 64;
+    unsigned precision = p[k] >> 4;
+    uint32_t bytes = precision ? 128 : 64;
     if (k + 1 + bytes > len)
       return;
-    t->dqt |= 1u << (p[k] & 3);
+    t->bad |= precision > 1;
+    mark_id(&t->dqt, p[k] & 15, t);
     k += 1 + bytes;
   }
 }
@@ -60,24 +74,23 @@ static void read_dht(const uint8_t *p, uint32_t len, tables *t) {
       values += p[k + b];
     if (k + 17 + values > len)
       return;
-    if (p[k] >> 4)
-      t->ac |= 1u << (p[k] & 3);
-    else
-      t->dc |= 1u << (p[k] & 3);
+    unsigned cls = p[k] >> 4;
+    t->bad |= cls > 1;
+    mark_id(cls ? &t->ac : &t->dc, p[k] & 15, t);
     k += 17 + values;
   }
 }
 
 /* SOS: whether the tables its components name, and the frame's, exist. */
-static int scan_tables_ok(const uint8_t *p, uint32_t len, const tables *t) {
+static int scan_tables_ok(const uint8_t *p, uint32_t len, tables *t) {
   if (!t->frame || len < 1 || len < 1 + 2u * p[0] || p[0] == 0)
     return 0;
   unsigned dc = 0, ac = 0;
   for (uint32_t c = 0; c < p[0]; c++) {
-    dc |= 1u << (p[2 + 2 * c] >> 4 & 3);
-    ac |= 1u << (p[2 + 2 * c] & 3);
+    mark_id(&dc, p[2 + 2 * c] >> 4, t);
+    mark_id(&ac, p[2 + 2 * c] & 15, t);
   }
-  return (t->frame_q & ~t->dqt) == 0 && (dc & ~t->dc) == 0 &&
+  return !t->bad && (t->frame_q & ~t->dqt) == 0 && (dc & ~t->dc) == 0 &&
          (ac & ~t->ac) == 0;
 }
 
@@ -133,7 +146,7 @@ void pl_jpeg_probe(const uint8_t *data, size_t n, pl_jpeg_info *out) {
       t.frame = out->kind != PL_JPEG_NOT;
       out->extended = m == 0xC1;
       for (int c = 0; c < out->components && 6 + 3u * c + 2 < len - 2; c++)
-        t.frame_q |= 1u << (p[6 + 3 * c + 2] & 3);
+        mark_id(&t.frame_q, p[6 + 3 * c + 2], &t);
     }
     i += 2 + len;
   }

@@ -21,7 +21,8 @@ typedef struct pl_jpeg_info {
   int components; /* 1 gray, 3 YCbCr, 4 CMYK / YCCK */
   int h[4], v[4]; /* sampling factors of each component */
   /* Every quantization table the frame names and every Huffman table the
-   * first scan names is defined before that scan. nvJPEG's batched
+   * first scan names is defined before that scan, and every table id (0-3),
+   * DQT precision and DHT class (0-1) read is in range. nvJPEG's batched
    * decode does not always refuse a JPEG that lacks one: measured on the
    * H200 (hardware backend, CUDA 13), a file without DQT or DHT, refused
    * alone, was decoded in a batch beside others, with another image's

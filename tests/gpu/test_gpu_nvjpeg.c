@@ -481,6 +481,41 @@ static void split_in_a_loader(const char *root) {
   pl_dataset_destroy(view);
   pl_dataset_destroy(plain);
 }
+
+/* nvJPEG failing its first batch, on purpose (EXECUTION_FAILED, as of a
+ * kernel or memory; with ROI decode the ROI call and the whole-image one
+ * after it), through a loader: no refusal, so no split. The GPU path is
+ * turned off naming the cause, that batch's 16 GPU images are counted
+ * failed, and every sample comes back the CPU path's bytes. */
+static void failure_in_a_loader(const char *root) {
+  pl_dataset *plain = open_folder(root, 1), *view = NULL;
+  pl_gpu_decoder *dec = NULL;
+  pl_error err;
+  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  if (!dec)
+    return;
+  long calls = strstr(dec->name, "ROI") ? 2 : 1;
+  CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
+  uint8_t exact[NALL];
+  memset(exact, 1, sizeof exact);
+  pl_fault_arm(PL_FAULT_NVJPEG_FAIL, 0, calls);
+  pl_loader_timings t;
+  double worst =
+      run_ex(plain, view, PL_DEVICE_CUDA, PL_DECODE_CPU, 0, exact, &t, NULL);
+  pl_fault_reset();
+  char why[256] = "";
+  int off = pl_images_gpu_off(view, why, sizeof why);
+  printf("test_gpu_nvjpeg: nvJPEG failing on purpose in a loader: %llu GPU "
+         "images, %llu failed, the GPU path off (%s), lowest PSNR %.2f dB\n",
+         (unsigned long long)t.decode_gpu_images,
+         (unsigned long long)t.decode_gpu_failed, why, worst);
+  CHECK(off);
+  CHECK(strstr(why, "NVJPEG_STATUS_EXECUTION_FAILED") != NULL);
+  CHECK_EQ_U64(t.decode_gpu_failed, 16);
+  CHECK_EQ_U64(t.decode_gpu_images, 0);
+  pl_dataset_destroy(view);
+  pl_dataset_destroy(plain);
+}
 #endif
 
 int main(void) {
@@ -506,6 +541,7 @@ int main(void) {
 #ifdef PL_FAULT_INJECTION
   split_on_purpose(root);
   split_in_a_loader(root);
+  failure_in_a_loader(root);
 #endif
   warm_up(root);
   return pl_test_finish("test_gpu_nvjpeg");

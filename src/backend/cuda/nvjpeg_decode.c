@@ -299,6 +299,43 @@ static pl_status lay_out(nvj_ctx *c, int roi, pl_error *err) {
   return PL_OK;
 }
 
+/* Whether a batched decode's status is nvJPEG refusing the images it was
+ * given (a bitstream it cannot or will not decode, a region or format its
+ * backend does not take) rather than failing. A refusal is searched for
+ * the images refused, which go to the CPU; a failure (memory, a kernel,
+ * the library's state) ends the call: all of its images go to the CPU and
+ * the GPU path is turned off with the cause, not paid again each batch. */
+static int nvj_refusal(pl_nvjpeg_status st) {
+  switch (st) {
+  case PL_NVJPEG_STATUS_BAD_JPEG:
+  case PL_NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
+  case PL_NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
+  case PL_NVJPEG_STATUS_INVALID_PARAMETER:
+  case PL_NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* A batched decode's status st (of `call`): *ok where nvJPEG took the
+ * images, an error where it failed (nvj_refusal). */
+static pl_status decode_status(pl_nvjpeg_status st, const char *call,
+                               int *ok, pl_error *err) {
+  *ok = st == PL_NVJPEG_STATUS_SUCCESS;
+  if (!*ok && !nvj_refusal(st))
+    return nvj_fail(err, st, call);
+  return PL_OK;
+}
+
+/* The status of a batched decode `call`, or one made on purpose (the
+ * fault-injection build): a refusal, BAD_JPEG, as of one bad image; a
+ * failure, EXECUTION_FAILED. The call is not made then. */
+#define NVJ_BATCHED(call)                                                  \
+  (PL_FAULT(PL_FAULT_NVJPEG_REFUSE) ? PL_NVJPEG_STATUS_BAD_JPEG            \
+   : PL_FAULT(PL_FAULT_NVJPEG_FAIL) ? PL_NVJPEG_STATUS_EXECUTION_FAILED    \
+                                    : (call))
+
 /* One batched decode of jobs [lo, hi) as whole images (laid out by
  * lay_out(c, 0)); *ok: nvJPEG took it. */
 static pl_status decode_whole(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
@@ -306,16 +343,16 @@ static pl_status decode_whole(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
   NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)(hi - lo),
                                                1, PL_NVJPEG_OUTPUT_RGBI),
           "nvjpegDecodeBatchedInitialize", err);
-  *ok = !PL_FAULT(PL_FAULT_NVJPEG_REFUSE) &&
-        d->lib.nvjpegDecodeBatched(d->h, c->state, c->data + lo,
-                                   c->lens + lo, c->img + lo, c->stream) ==
-            PL_NVJPEG_STATUS_SUCCESS;
-  return PL_OK;
+  pl_nvjpeg_status st = NVJ_BATCHED(d->lib.nvjpegDecodeBatched(
+      d->h, c->state, c->data + lo, c->lens + lo, c->img + lo, c->stream));
+  return decode_status(st, "nvjpegDecodeBatched", ok, err);
 }
 
 /* Jobs [lo, hi), whose batched decode nvJPEG refused: each half decoded
  * again, and a half refused split again, so that only the images refused
- * on their own are marked (at most 2 log2(n) calls per such image). */
+ * on their own are marked (at most 2 log2(n) calls per such image). A
+ * half decoded is waited for before the next call reuses the decode
+ * state: only the hardware backend is known to return when done. */
 static pl_status find_refused(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
                               uint32_t hi, pl_error *err) {
   if (hi - lo == 1) {
@@ -328,15 +365,19 @@ static pl_status find_refused(nvj_decoder *d, nvj_ctx *c, uint32_t lo,
     PL_TRY(decode_whole(d, c, ends[h], ends[h + 1], &ok, err));
     if (!ok)
       PL_TRY(find_refused(d, c, ends[h], ends[h + 1], err));
+    else
+      CUDA_TRY(cudaStreamSynchronize(c->stream), err);
   }
   return PL_OK;
 }
 
 /* The batch's decode: ROI first (unless refused before), else whole
  * images; a whole-image batch refused is searched for the images nvJPEG
- * refuses (find_refused). *roi says which happened. ROI is given up for
- * good only when the same images decode whole: a refusal of one bad
- * image is no refusal of ROI decode. */
+ * refuses (find_refused), one it failed (nvj_refusal) ends the call with
+ * the error. *roi says which happened. Any status of the ROI call but
+ * success is decided by the whole-image call after it: ROI is given up
+ * for good only when the same images decode whole (a refusal of one bad
+ * image is no refusal of ROI decode). */
 static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
                             pl_error *err) {
   memset(c->refused, 0, c->n);
@@ -353,11 +394,13 @@ static pl_status decode_all(nvj_decoder *d, nvj_ctx *c, int *roi,
     NVJ_TRY(d->lib.nvjpegDecodeBatchedInitialize(d->h, c->state, (int)c->n,
                                                  1, PL_NVJPEG_OUTPUT_RGBI),
             "nvjpegDecodeBatchedInitialize", err);
-    if (!PL_FAULT(PL_FAULT_NVJPEG_REFUSE) &&
-        d->lib.nvjpegDecodeBatchedEx(d->h, c->state, c->data, c->lens,
-                                     c->img, c->params, c->stream) ==
-            PL_NVJPEG_STATUS_SUCCESS)
+    if (NVJ_BATCHED(d->lib.nvjpegDecodeBatchedEx(
+            d->h, c->state, c->data, c->lens, c->img, c->params,
+            c->stream)) == PL_NVJPEG_STATUS_SUCCESS)
       return PL_OK;
+    /* Whatever the refused call queued is done before the state and
+     * the decode buffer (lay_out) are used again. */
+    CUDA_TRY(cudaStreamSynchronize(c->stream), err);
   }
   int was_roi = *roi, ok = 0;
   *roi = 0;
