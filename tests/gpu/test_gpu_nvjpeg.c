@@ -445,19 +445,33 @@ static void split_on_purpose(const char *root) {
   dec->destroy(dec);
 }
 
+/* The folder's train crops (*plain, the CPU path) and a view of it with
+ * nvJPEG in mode gpu (*view, which owns the decoder returned); NULL where
+ * the decoder did not open (the check says why). */
+static const pl_gpu_decoder *gpu_view_of(const char *root, pl_dataset **plain,
+                                         pl_dataset **view) {
+  pl_gpu_decoder *dec = NULL;
+  pl_error err;
+  *plain = open_folder(root, 1), *view = NULL;
+  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  if (dec)
+    CHECK_OK(pl_images_gpu_view(*plain, dec, PL_DECODE_GPU, view, &err),
+             &err);
+  if (!*view)
+    pl_dataset_destroy(*plain);
+  return *view ? dec : NULL;
+}
+
 /* The same through a loader (no workers: batches decoded in order): its
  * first batch's image 0 refused alone comes back the CPU path's bytes,
  * copied from staging where the GPU's crops beside it were written in
  * the batch's device memory; the counts say so, and so do the bytes
  * copied. */
 static void split_in_a_loader(const char *root) {
-  pl_dataset *plain = open_folder(root, 1), *view = NULL;
-  pl_gpu_decoder *dec = NULL;
-  pl_error err;
-  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  pl_dataset *plain = NULL, *view = NULL;
+  const pl_gpu_decoder *dec = gpu_view_of(root, &plain, &view);
   if (!dec)
     return;
-  CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
   uint8_t exact[NALL] = {1}; /* image 0, and the 4 not for the GPU */
   for (int i = NBASE; i < NALL; i++)
     exact[i] = 1;
@@ -488,14 +502,11 @@ static void split_in_a_loader(const char *root) {
  * turned off naming the cause, that batch's 16 GPU images are counted
  * failed, and every sample comes back the CPU path's bytes. */
 static void failure_in_a_loader(const char *root) {
-  pl_dataset *plain = open_folder(root, 1), *view = NULL;
-  pl_gpu_decoder *dec = NULL;
-  pl_error err;
-  CHECK_OK(pl_nvjpeg_decoder_open(0, NULL, &dec, &err), &err);
+  pl_dataset *plain = NULL, *view = NULL;
+  const pl_gpu_decoder *dec = gpu_view_of(root, &plain, &view);
   if (!dec)
     return;
   long calls = strstr(dec->name, "ROI") ? 2 : 1;
-  CHECK_OK(pl_images_gpu_view(plain, dec, PL_DECODE_GPU, &view, &err), &err);
   uint8_t exact[NALL];
   memset(exact, 1, sizeof exact);
   pl_fault_arm(PL_FAULT_NVJPEG_FAIL, 0, calls);
