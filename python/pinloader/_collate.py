@@ -118,6 +118,10 @@ def _scalar_dtype(value):
 class Template:
     """The structure of one sample (or one collated batch) and its leaves."""
 
+    # A layout made of nothing (an empty epoch, or one whose every sample
+    # raised), which a later epoch's first sample replaces (_engine).
+    placeholder = False
+
     def __init__(self, probe, numbers_are_fields=True, batched_probe=False):
         self.fields = []  # Leaf per C field
         self.empty = []  # Leaf per zero-size leaf (after the C fields in views)

@@ -87,7 +87,7 @@ class _Engine(_Iteration, _Processes):
             # IterableDataset's batches belong to the worker whose share
             # they are.
             balanced = dl.worker_mode == "process" and dl.in_order is False and not plan.iterable
-            spec = _worker.Spec(plan.dataset, plan.template, plan.c_batch, dl.collate_fn,
+            spec = _worker.Spec(plan.dataset, _learned(plan), plan.c_batch, dl.collate_fn,
                                 plan.unbatched, dl.worker_init_fn, dl.num_workers, base_seed,
                                 plan.iterable, dl.drop_last, batch_seeding=balanced)
             _state.prepare_spec(dl, spec)
@@ -171,9 +171,9 @@ class _Engine(_Iteration, _Processes):
         if first is not None:
             epoch = first[1]
         try:
-            if plan.template is None or self.probes:
+            if _learned(plan) is None or self.probes:
                 t = self._learn(first)  # (replies to read also when another engine learned it)
-            if plan.template is None:
+            if _learned(plan) is None and (plan.template is None or not t.placeholder):
                 plan.template = t
                 plan.c_fields = [("%d" % f.index, f.c_dtype, f.shape) for f in t.fields]
                 # (batch_size=None: a sample laid out otherwise comes whole.)
@@ -227,7 +227,7 @@ class _Engine(_Iteration, _Processes):
         if self._ld is not None or not self.socks or self.probes is not None:
             return
         self.probes = {}
-        if self.dl._plan.template is not None:
+        if _learned(self.dl._plan) is not None:
             return  # learned by another engine of the loader: sent at _prepare
         n = len(self.socks)
         iterable = self.dl._plan.iterable
@@ -286,9 +286,13 @@ class _Engine(_Iteration, _Processes):
                     t = None  # kept: raised again by its batch, as torch raises it
                 if t is not None:
                     return t
-            # An empty epoch, as torch's (nothing to take shapes from), or a
-            # first sample that raised: a placeholder layout.
-            return _collate.Template(0)
+                # The first batch raised in full: a later batch's layout.
+                t = self._later_layout(first[1], first[3])
+                if t is not None:
+                    return t
+            # An empty epoch, as torch's (nothing to take shapes from), or
+            # one whose every sample raised: a placeholder layout.
+            return _placeholder()
         self.start_probes()  # (an iterator made before the loader had one)
         probes, self.probes = self.probes, {}
         chosen = None
@@ -307,9 +311,38 @@ class _Engine(_Iteration, _Processes):
                 index, epoch = probes[w][:2]
                 keys = self.spec.keys
                 chosen = _probe(dl, index if keys is None else keys.get(epoch, index))
-        # Every first sample raised (each raised again by its batch, as
-        # torch's), or an empty epoch: a placeholder layout.
-        return chosen if chosen is not None else _collate.Template(0)
+        if chosen is None and probes:
+            # Every first batch probed raised in full (each raises again
+            # at its turn, as torch's): a later batch's layout.
+            epoch = min(f[1] for f in probes.values())
+            chosen = self._later_layout(epoch, max(f[3] for f in probes.values()))
+        # An empty epoch, or one whose every sample raised: a placeholder.
+        return chosen if chosen is not None else _placeholder()
+
+    def _later_layout(self, epoch, probed):
+        """The layout of the first sample that reads in batches after
+        batch `probed` of `epoch`, every sample of those probed having
+        raised. Read here, the random states put back (_probe): torch
+        reads none of it now, and the batches between still raise at
+        their turn, and the ones after come with their data, not laid out
+        as nothing. The shadow walks on from where it stands (it is not
+        used after _prepare). None: no later sample of the epoch reads, or
+        an IterableDataset (its items come in its own order)."""
+        dl = self.dl
+        if dl._plan.iterable:
+            return None
+        shadow, keys = self._shadow, self.spec.keys
+        while True:
+            f = shadow.first(shadow.ld.next())
+            if f is None or f[1] != epoch:
+                return None  # the epoch's end
+            if f[3] <= probed:
+                continue
+            for index in (f[0], *f[4]):
+                try:
+                    return _probe(dl, index if keys is None else keys.get(epoch, index))
+                except Exception:
+                    continue  # raised again at its batch
 
     def _probe_reply(self, w, first):
         s, p = self.socks[w], self.procs[w]
@@ -376,6 +409,23 @@ class _Engine(_Iteration, _Processes):
             self.spec.keys.remove()
 
     # -- orders and iteration
+
+    def relearn_epoch(self):
+        """The epoch a new engine starts the next iteration at, where this
+        one's C loader was laid out on a placeholder (its epoch empty, or
+        every sample of it raising) and that iteration starts a new epoch:
+        its first sample that reads lays the loader out anew (torch's
+        batches take their shapes from their own samples). None: keep this
+        engine. The epoch is the one begin_epoch would take."""
+        ld, spec = self._ld, self.spec
+        if ld is None or spec is None or spec.template is None or not spec.template.placeholder:
+            return None
+        mid, resumable = _C.iter_state(ld)
+        if mid and resumable and not self.fresh:
+            return None  # an interrupted epoch goes on (its samples raised, or none)
+        if self.dl._explicit:
+            return self.next_epoch
+        return ld.epoch + 1 if mid and not self.fresh else ld.epoch
 
     def begin_epoch(self, base_seed):
         """Make the C loader ready for an iteration. Go on with the epoch
@@ -589,6 +639,21 @@ class _Plan:
     unbatched = False
     iterable = False
     needs_extra = False
+
+
+def _placeholder():
+    """The layout of an epoch with no sample to take it from: one field,
+    which the C loader needs. Not kept for the loader's later iterations
+    (_learned): their first sample that reads gives the layout."""
+    t = _collate.Template(0)
+    t.placeholder = True
+    return t
+
+
+def _learned(plan):
+    """The layout learned from a sample (a placeholder is none)."""
+    t = plan.template
+    return None if t is None or t.placeholder else t
 
 
 def _probe(dl, index):

@@ -527,16 +527,17 @@ class DataLoader(_compat.loader_base()):
                 sh.close()
         return self._primary().ld.num_batches
 
-    def _primary(self, base_seed=None):
+    def _primary(self, base_seed=None, remake_at=None):
         """The loader's engine, made (or, after a worker died, remade with
-        new workers at the next epoch) on demand."""
+        new workers at the next epoch; or at epoch remake_at) on demand."""
         if self._closed:
             raise _new_error("PL_CLOSED", "the loader is closed")
         eng = self._engine
-        if eng is None or eng.broken:
+        if eng is None or eng.broken or remake_at is not None:
             first = 0
             if eng is not None:
-                first = eng.next_epoch if self._explicit else eng.ld.epoch + 1
+                first = (remake_at if remake_at is not None
+                         else eng.next_epoch if self._explicit else eng.ld.epoch + 1)
                 eng.close()
                 self._engine = None
             ahead = base_seed is None
@@ -582,7 +583,10 @@ class DataLoader(_compat.loader_base()):
             kept, self._engine.seed_ahead = self._engine.base_seed, False
         seed = kept if kept is not None else self._draw_base_seed()
         _compat.after_base_seed(self, kept is None or ahead)
-        eng = self._primary(seed)
+        # Laid out on a placeholder (an epoch empty or raising in full):
+        # a new engine, which takes the layout from its first sample.
+        relearn = None if self._engine is None else self._engine.relearn_epoch()
+        eng = self._primary(seed, relearn)
         eng.begin_epoch(seed)
         eng.first_batch = clock
         it = eng.iterate(raw)

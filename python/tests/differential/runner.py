@@ -341,11 +341,11 @@ def _python_ds(cfg, fail=False):
     fail_at = None
     if fail and cfg["n"] > 1:
         r = random.Random("fail:%d" % cfg["id"])
-        # not dataset[0]: pinloader reads it when the loader is made (its
-        # field shapes, python/pinloader/datasets.py from_python); half the
-        # time the last index (with the loader's own order, the epoch's
-        # last batch, whose failure must not reach the next epoch)
-        fail_at = cfg["n"] - 1 if r.random() < 0.5 else r.randrange(1, cfg["n"])
+        # half the time the last index (with the loader's own order, the
+        # epoch's last batch, whose failure must not reach the next epoch);
+        # dataset[0] too (with sequential orders, the first sample read,
+        # whose layout pinloader cannot take: test_regressions_layout.py)
+        fail_at = cfg["n"] - 1 if r.random() < 0.5 else r.randrange(0, cfg["n"])
     return P.MapDS(cfg["n"], cfg["kind"], cfg["label"], fail_at)
 
 
