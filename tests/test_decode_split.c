@@ -281,12 +281,8 @@ static void test_probe(void) {
           !pl_jpeg_gpu_ok(&in));
     free(w);
   }
-  size_t sof = 2, sos = 2; /* the frame's and the scan's headers */
-  while (sof + 4 < n && b[sof + 1] != 0xC0)
-    sof += 2 + ((size_t)b[sof + 2] << 8 | b[sof + 3]);
-  while (sos + 4 < n && b[sos + 1] != 0xDA)
-    sos += 2 + ((size_t)b[sos + 2] << 8 | b[sos + 3]);
-  CHECK(b[sof + 1] == 0xC0 && b[sos + 1] == 0xDA);
+  /* the frame's and the scan's headers */
+  size_t sof = segment_at(b, n, 0xC0), sos = segment_at(b, n, 0xDA);
   b[sof + 4 + 6 + 2] = 3; /* Y names quantization table 3 */
   pl_jpeg_probe(b, n, &in);
   CHECK(!in.tables && !pl_jpeg_gpu_ok(&in));

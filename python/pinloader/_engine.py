@@ -423,9 +423,21 @@ class _Engine(_Iteration, _Processes):
         mid, resumable = _C.iter_state(ld)
         if mid and resumable and not self.fresh:
             return None  # an interrupted epoch goes on (its samples raised, or none)
+        return self._iteration_epoch(mid)
+
+    def _iteration_epoch(self, mid):
+        """The epoch the next iteration loads (mid: the last one was left
+        part way): an explicit order's next; where set_epoch or
+        load_state_dict put the C loader (fresh); after an epoch abandoned
+        part way, the one after it (torch starts anew); else the one the
+        stream already went on to."""
         if self.dl._explicit:
             return self.next_epoch
-        return ld.epoch + 1 if mid and not self.fresh else ld.epoch
+        if self.fresh:
+            return self.ld.epoch
+        if mid or (self.dl._plan.iterable and self.started):
+            return self.ld.epoch + 1
+        return self.ld.epoch
 
     def begin_epoch(self, base_seed):
         """Make the C loader ready for an iteration. Go on with the epoch
@@ -448,20 +460,13 @@ class _Engine(_Iteration, _Processes):
         if guess is not None and (mid or self.fresh or _C.has_pending(ld) or ld.epoch != guess.epoch):
             guess = None  # the stream does not go on into it (a break, set_epoch)
         _C.reset_iter_state(ld)
-        plan = dl._plan
-        went_on = False
-        if dl._explicit:
-            epoch = self.next_epoch
-        elif self.fresh:
-            epoch = ld.epoch  # set_epoch / load_state_dict put it there
-        elif mid or (plan.iterable and self.started):
-            epoch = ld.epoch + 1  # abandoned mid-epoch: torch starts anew
+        epoch = self._iteration_epoch(mid)
+        streamed = not dl._explicit and not self.fresh  # the stream's own next epoch
+        went_on = streamed and epoch == ld.epoch  # the stream already went on to it
+        if streamed and not went_on:  # abandoned mid-epoch: torch starts anew
             if self.ps is not None:
                 self.ps.clear_extras()  # of batches never taken
             ld.set_epoch(epoch)
-        else:
-            epoch = ld.epoch  # the stream already went on to it
-            went_on = True
         if self.ps is not None:
             if self.started and not dl.persistent_workers and base_seed is not None:
                 # As a fresh torch worker: reseeded, worker_init_fn again,
