@@ -7,11 +7,10 @@
 #   3. train on 4 cores (taskset -c 0-3, 4 workers): cpu, auto, gpu;
 #   4. ResNet-50 (bf16, channels_last) fed from the folder against the same
 #      model on synthetic data on the GPU, with each feed's first batch.
-# Not yet run as one call (written at e802b2f, when no device was lent);
-# from the rates of the earlier runs of each step (bench/results/h200-*),
-# the four should take 5-7 minutes after the package's build and the
-# folder's 12,000 JPEGs: where a call cannot hold them, name fewer with
-# PL_GOALS. Each step is cut at 280 s. Results: decode-*.{md,json} into
+# The four took 313 s in one call on the H100 box at 13b8686, the package's
+# build and the folder's 12,000 JPEGs included
+# (bench/results/h100-decode-goals-13b8686-2026-12-07): where a call cannot
+# hold them, name fewer with PL_GOALS. Each step is cut at 280 s. Results: decode-*.{md,json} into
 # $PL_GPU_LOGS (packed into $OUT/logs.tar.gz by gpu-check.sh), the tables
 # printed.
 #   scripts/gpu-check.sh 67      (PL_GOALS="train eval 4cores resnet")
