@@ -10,9 +10,9 @@
 # The four took 313 s in one call on the H100 box at 13b8686, the package's
 # build and the folder's 12,000 JPEGs included
 # (bench/results/h100-decode-goals-13b8686-2026-12-07): where a call cannot
-# hold them, name fewer with PL_GOALS. Each step is cut at 280 s. Results: decode-*.{md,json} into
-# $PL_GPU_LOGS (packed into $OUT/logs.tar.gz by gpu-check.sh), the tables
-# printed.
+# hold them, name fewer with PL_GOALS. Each step is cut at 280 s.
+# Results: decode-*.{md,json} into $PL_GPU_LOGS (packed into
+# $OUT/logs.tar.gz by gpu-check.sh), the tables printed.
 #   scripts/gpu-check.sh 67      (PL_GOALS="train eval 4cores resnet")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
